@@ -1,0 +1,127 @@
+# memtraced build. `make` builds everything into build/; `make test` runs the test suite;
+# `make deps` installs the Debian packages the build, tests and benchmarks need.
+#
+# Layout (sources are picked up by pattern, so adding a file needs no Makefile change):
+#   user/format/*.c   -> build/libmemtrace.a   the memtrace format library (pure C, no BPF)
+#   user/tools/X.c    -> build/bin/X           trace tools (link libmemtrace.a only)
+#   user/daemon/*.c   -> build/bin/memtraced   the tracer (main.c has main(); the rest is
+#                                              build/libmemtraced.a, also linked by unit tests)
+#   bpf/X.bpf.c       -> build/bpf/X.bpf.o + build/include/X.skel.h
+#   tests/unit/test_X.c   -> build/tests/unit/test_X
+#   tests/targets/X.c     -> build/tests/targets/X   (test workloads: -O2, no frame pointers)
+#   tests/fuzz/fuzz_X.c   -> build/fuzz/fuzz_X      (libFuzzer, `make fuzz`)
+
+PREFIX   ?= /usr/local
+BUILD    ?= build
+CC       ?= cc
+CLANG    ?= clang
+BPFTOOL  ?= $(shell command -v bpftool 2>/dev/null || echo /usr/sbin/bpftool)
+ARCH     := x86
+
+WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=gnu11 $(WARN) -D_GNU_SOURCE -Iinclude -Iuser/format -Iuser/daemon -I$(BUILD)/include
+LDLIBS_FMT    := -lz -lm
+LDLIBS_DAEMON := -lbpf -ldw -lelf -lcapstone -lz -lm -lpthread
+
+ifeq ($(SANITIZE),1)
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+BUILD   := build-san
+endif
+
+FMT_SRCS    := $(wildcard user/format/*.c)
+FMT_OBJS    := $(FMT_SRCS:%.c=$(BUILD)/obj/%.o)
+TOOL_SRCS   := $(wildcard user/tools/*.c)
+TOOLS       := $(TOOL_SRCS:user/tools/%.c=$(BUILD)/bin/%)
+DAEMON_SRCS := $(filter-out user/daemon/main.c,$(wildcard user/daemon/*.c))
+DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/obj/%.o)
+BPF_SRCS    := $(wildcard bpf/*.bpf.c)
+BPF_OBJS    := $(BPF_SRCS:bpf/%.bpf.c=$(BUILD)/bpf/%.bpf.o)
+SKELS       := $(BPF_SRCS:bpf/%.bpf.c=$(BUILD)/include/%.skel.h)
+UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
+UNITS       := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
+TARGET_SRCS := $(wildcard tests/targets/*.c)
+TARGETS     := $(TARGET_SRCS:tests/targets/%.c=$(BUILD)/tests/targets/%)
+FUZZ_SRCS   := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZERS     := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+HAVE_DAEMON := $(wildcard user/daemon/main.c)
+MEMTRACED   := $(if $(HAVE_DAEMON),$(BUILD)/bin/memtraced)
+
+.PHONY: all test fuzz bench demo deps install clean
+all: $(BUILD)/libmemtrace.a $(TOOLS) $(MEMTRACED) $(UNITS) $(TARGETS)
+
+$(BUILD)/obj/%.o: %.c $(SKELS) $(wildcard include/*.h user/format/*.h user/daemon/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libmemtrace.a: $(FMT_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libmemtraced.a: $(DAEMON_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/bin/%: $(BUILD)/obj/user/tools/%.o $(BUILD)/libmemtrace.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_FMT)
+
+$(BUILD)/bin/memtraced: $(BUILD)/obj/user/daemon/main.o $(BUILD)/libmemtraced.a $(BUILD)/libmemtrace.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_DAEMON)
+
+# BPF objects: CO-RE against the vmlinux.h in vmlinux/, then a libbpf skeleton.
+$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(wildcard include/*.h bpf/*.h) vmlinux/vmlinux.h
+	@mkdir -p $(dir $@)
+	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux -Iinclude -c $< -o $@
+
+$(BUILD)/include/%.skel.h: $(BUILD)/bpf/%.bpf.o
+	@mkdir -p $(dir $@)
+	$(BPFTOOL) gen skeleton $< name $(subst -,_,$*)_bpf > $@
+
+$(BUILD)/tests/unit/%: tests/unit/%.c $(BUILD)/libmemtraced.a $(BUILD)/libmemtrace.a $(wildcard tests/unit/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit $(LDFLAGS) $< $(BUILD)/libmemtraced.a $(BUILD)/libmemtrace.a -o $@ $(LDLIBS_DAEMON)
+
+# Test workloads are built like a typical distro binary: -O2, no frame pointers, with DWARF.
+$(BUILD)/tests/targets/%: tests/targets/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -fomit-frame-pointer -pthread $< -o $@ -ldl
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(FMT_SRCS)
+	@mkdir -p $(dir $@)
+	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iuser/format $^ -o $@ -lz -lm
+
+test: deps all
+	bash tests/run.sh $(BUILD)
+
+FUZZ_SECONDS ?= 600
+fuzz: deps $(FUZZERS)
+	bash tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS)
+
+bench: deps all
+	bash bench/run.sh $(BUILD)
+
+demo: deps all
+	bash tests/demo.sh $(BUILD)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 0755 $(TOOLS) $(MEMTRACED) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 $(wildcard docs/man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1/
+
+clean:
+	rm -rf build build-san
+
+# Debian packages: build, tests (sanitizers, fuzzing), benchmarks. Only the missing ones are
+# installed, so `make test` on a ready machine does not touch apt.
+DEPS := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libcapstone-dev zlib1g-dev \
+        pkg-config libclang-rt-14-dev binutils procps
+deps:
+	@missing=$$(for p in $(DEPS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing missing Debian packages:" $$missing; \
+		[ "$$(id -u)" = 0 ] || { echo "make deps: need root to install:" $$missing >&2; exit 1; }; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
+	fi

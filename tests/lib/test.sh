@@ -1,0 +1,27 @@
+# Helpers for shell tests (sourced). Each check prints one PASS/FAIL/SKIP line (see tests/run.sh).
+# In CI (CI=true) a test that cannot run is a failure, not a skip.
+set -u
+TOP=${TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+BUILD=${BUILD:-build}
+BIN=$TOP/$BUILD/bin
+TARGETS=$TOP/$BUILD/tests/targets
+DATA=$TOP/tests/data
+TMP=$(mktemp -d /tmp/memtraced-test.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: ${2:-}"; }
+skip() {
+	if [ "${CI:-}" = true ]; then echo "FAIL $1: cannot run (in CI this is a failure): ${2:-}"
+	else echo "SKIP $1: ${2:-}"; fi
+}
+# check NAME CMD...: PASS if CMD succeeds, else FAIL with its last output lines.
+check() {
+	local name=$1; shift
+	local out
+	if out=$("$@" 2>&1); then pass "$name"; else fail "$name" "$(printf '%s' "$out" | tail -n 3 | tr '\n' ' ')"; fi
+}
+# Can this machine run BPF tests? (root, BTF, bpf syscall)
+bpf_ready() {
+	[ "$(id -u)" = 0 ] && [ -r /sys/kernel/btf/vmlinux ]
+}

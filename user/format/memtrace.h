@@ -1,0 +1,117 @@
+/* The memtrace trace format (".ctf", format v2): public API of the format library.
+ *
+ * Pure C: no BPF, no knowledge of processes or of the daemon. The byte-level spec is
+ * docs/memtrace-format.md; section numbers below refer to it.
+ *
+ * Conventions:
+ *  - Backtraces are arrays of location codes, OUTERMOST FIRST (main ... allocation site),
+ *    the order the file and the reader use.
+ *  - Location lists are outermost first too (the function holding the call site first,
+ *    the innermost inlined function last).
+ *  - Times are absolute microseconds since the Unix epoch.
+ *  - Functions that can fail return a negative value (or NULL) and leave a message that
+ *    says what went wrong in mt_writer_error() / mt_reader_error().
+ */
+#ifndef MEMTRACE_H
+#define MEMTRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MT_FORMAT_VERSION 2
+#define MT_MAX_PACKET 32768 /* bytes, header included (sec. 10.1) */
+
+enum mt_source { MT_SOURCE_MINOR = 0, MT_SOURCE_MAJOR = 1, MT_SOURCE_EXTERNAL = 2 };
+
+/* One source location (sec. 5.2). Strings are borrowed (the owner says for how long). */
+typedef struct mt_location {
+	uint32_t line;       /* saturated by the writer to 0xFFFFF */
+	uint32_t start_char; /* saturated to 0xFF */
+	uint32_t end_char;   /* saturated to 0x3FF */
+	const char *filename;
+	const char *defname;
+} mt_location;
+
+/* The trace-info event of packet 0 (sec. 5.1). */
+typedef struct mt_trace_info {
+	double sample_rate; /* per word */
+	uint8_t word_size;  /* 64 */
+	const char *executable_name;
+	const char *host_name;
+	const char *ocaml_runtime_params; /* free text for a non-OCaml target; "" is fine */
+	uint64_t pid;
+	const char *context;    /* "" = no context */
+	uint64_t start_time_us; /* timestamp_begin of packet 0: the trace start */
+} mt_trace_info;
+
+/* ------------------------------------------------------------------------------------
+ * Writer (sec. 6.4, 7, 8, 10.2). Given the same events it writes the same bytes as the
+ * real memtrace 0.2.3 writer.
+ * ------------------------------------------------------------------------------------ */
+typedef struct mt_writer mt_writer;
+
+/* Asked on a backtrace-cache miss for the location list of `code`. Sets *locs to an array
+ * of n locations (outermost first) that stays valid until the next call, returns n >= 0
+ * (0 = no debug info), or < 0 if the code is unknown (written as an empty list). Lists of
+ * more than 255 locations, or too large, are replaced by "<unknown>" (sec. 5.2). */
+typedef int (*mt_locations_fn)(void *ctx, uint64_t code, const mt_location **locs);
+
+/* Writes packet 0 to fd at once. The fd is not closed by the writer. */
+mt_writer *mt_writer_open(int fd, const mt_trace_info *info, mt_locations_fn locations,
+			  void *ctx);
+/* An allocation event; the library hands out the id (0, 1, 2, ... in stream order) and
+ * returns it (>= 0), or < 0 on error. time_us is clamped to the last time written.
+ * Frames beyond what fits in 4096 bytes of codewords are dropped (innermost first). */
+int64_t mt_writer_alloc(mt_writer *w, uint64_t time_us, uint64_t length_words,
+			uint64_t nsamples, enum mt_source source, const uint64_t *backtrace,
+			size_t backtrace_len);
+int mt_writer_promote(mt_writer *w, uint64_t time_us, uint64_t id);
+int mt_writer_collect(mt_writer *w, uint64_t time_us, uint64_t id);
+/* Writes what is buffered (location packets, then the events packet) with one write() per
+ * packet, and starts a new events packet at time_us (clamped). */
+int mt_writer_flush(mt_writer *w, uint64_t time_us);
+/* Final flush at the last event time, frees the writer; returns < 0 if any write failed. */
+int mt_writer_close(mt_writer *w);
+const char *mt_writer_error(const mt_writer *w);
+uint64_t mt_writer_next_id(const mt_writer *w);
+uint64_t mt_writer_bytes_written(const mt_writer *w);
+
+/* ------------------------------------------------------------------------------------
+ * Reader (sec. 11): streaming, bounded memory (a packet at a time, plus the location
+ * table), behaves like the real 0.2.3 reader: an error where it raises one, a warning and a
+ * skipped packet where it skips one.
+ * ------------------------------------------------------------------------------------ */
+typedef struct mt_reader mt_reader;
+
+enum mt_event_type { MT_EV_ALLOC = 1, MT_EV_PROMOTE = 2, MT_EV_COLLECT = 3 };
+
+typedef struct mt_event {
+	enum mt_event_type type;
+	uint64_t time_us; /* absolute; subtract info.start_time_us for the time since start */
+	uint64_t id;      /* allocation id (alloc), or the id promoted/collected */
+	/* alloc only: */
+	uint64_t length; /* words */
+	uint64_t nsamples;
+	enum mt_source source;
+	const uint64_t *backtrace; /* outermost first; valid until the next mt_reader_next */
+	size_t backtrace_len;
+	size_t common_prefix;
+} mt_event;
+
+/* Warnings (skipped packets) go to this callback; NULL = print "warning: ..." to stderr. */
+typedef void (*mt_warn_fn)(void *ctx, const char *message);
+
+/* Reads and checks packet 0. Returns NULL on error; then *err (if given) receives a
+ * malloc'd message the caller frees. The fd is not closed by the reader. */
+mt_reader *mt_reader_open(int fd, mt_warn_fn warn, void *warn_ctx, char **err);
+const mt_trace_info *mt_reader_info(const mt_reader *r);
+/* 1 = *ev filled, 0 = end of trace, -1 = malformed trace (mt_reader_error says what and
+ * where: packet number and byte offset). */
+int mt_reader_next(mt_reader *r, mt_event *ev);
+/* The location list of a code described so far: n >= 0, or -1 if never described. The
+ * array and its strings live as long as the reader. */
+int mt_reader_lookup(const mt_reader *r, uint64_t code, const mt_location **locs);
+const char *mt_reader_error(const mt_reader *r);
+void mt_reader_close(mt_reader *r);
+
+#endif

@@ -125,3 +125,11 @@ deps:
 		[ "$$(id -u)" = 0 ] || { echo "make deps: need root to install:" $$missing >&2; exit 1; }; \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
 	fi
+
+# Benchmark programs: bench/X.c -> build/bench/X (linked like the unit tests).
+BENCH_SRCS := $(wildcard bench/*.c)
+BENCHES    := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
+all: $(BENCHES)
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libmemtraced.a $(BUILD)/libmemtrace.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libmemtraced.a $(BUILD)/libmemtrace.a -o $@ $(LDLIBS_DAEMON)

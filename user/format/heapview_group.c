@@ -1,0 +1,196 @@
+/* heapview: grouping contexts into rows (by function, by file:line, by stack) and printing
+ * symbolized call stacks. */
+#include "heapview.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int hv_parse_group(const char *s, enum hv_group *g)
+{
+	if (!strcmp(s, "function")) *g = HV_GROUP_FUNCTION;
+	else if (!strcmp(s, "line")) *g = HV_GROUP_LINE;
+	else if (!strcmp(s, "stack")) *g = HV_GROUP_STACK;
+	else return -1;
+	return 0;
+}
+
+/* The innermost source location of the allocation site of ctx, or NULL. */
+static const mt_location *site_location(const hv_heap *h, uint32_t ctx)
+{
+	if (hv_context_depth(h, ctx) == 0) return NULL;
+	const mt_location *locs;
+	int n = hv_lookup(h, hv_context_code(h, ctx), &locs);
+	return n > 0 ? &locs[n - 1] : NULL;
+}
+
+static void put_location(FILE *f, const mt_location *loc)
+{
+	fprintf(f, "%s:%u %s", hv_filename(loc), loc->line, hv_defname(loc));
+}
+
+char *hv_group_key(const hv_heap *h, uint32_t ctx, enum hv_group g)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f) return NULL;
+	if (hv_context_depth(h, ctx) == 0) {
+		fputs("<no backtrace>", f);
+	} else if (g == HV_GROUP_FUNCTION || g == HV_GROUP_LINE) {
+		const mt_location *loc = site_location(h, ctx);
+		if (!loc) fprintf(f, "<noloc %#llx>", (unsigned long long)hv_context_code(h, ctx));
+		else if (g == HV_GROUP_FUNCTION) fputs(hv_defname(loc), f);
+		else fprintf(f, "%s:%u", hv_filename(loc), loc->line);
+	} else {
+		/* allocation site first; inlined locations of one frame innermost first */
+		for (uint32_t c = ctx; hv_context_depth(h, c) > 0; c = hv_context_parent(h, c)) {
+			if (c != ctx) fputs(" <- ", f);
+			const mt_location *locs;
+			int n = hv_lookup(h, hv_context_code(h, c), &locs);
+			if (n <= 0) fputs("<noloc>", f);
+			for (int i = n - 1; i >= 0; i--) {
+				if (i != n - 1) fputs(" & ", f);
+				put_location(f, &locs[i]);
+			}
+		}
+	}
+	if (fclose(f) != 0) { free(buf); return NULL; }
+	return buf;
+}
+
+void hv_print_stack(FILE *out, const hv_heap *h, uint32_t ctx, const char *indent, int max_frames)
+{
+	if (hv_context_depth(h, ctx) == 0) {
+		fprintf(out, "%s(no backtrace)\n", indent);
+		return;
+	}
+	int printed = 0;
+	for (uint32_t c = ctx; hv_context_depth(h, c) > 0; c = hv_context_parent(h, c)) {
+		if (max_frames > 0 && printed >= max_frames) {
+			fprintf(out, "%s... %u more frames\n", indent, hv_context_depth(h, c));
+			return;
+		}
+		const mt_location *locs;
+		int n = hv_lookup(h, hv_context_code(h, c), &locs);
+		if (n <= 0) fprintf(out, "%sat ?? (location code %#llx, no debug info)\n", indent,
+				    (unsigned long long)hv_context_code(h, c));
+		for (int i = n - 1; i >= 0; i--)
+			fprintf(out, "%sat %s (%s:%u)%s\n", indent, hv_defname(&locs[i]),
+				hv_filename(&locs[i]), locs[i].line, i > 0 ? " [inlined]" : "");
+		printed++;
+	}
+}
+
+/* ---------------------------------------------------------------- rows */
+
+typedef struct row_table {
+	hv_row *rows;
+	size_t n, cap;
+	uint32_t *slots; /* row index + 1; 0 = empty */
+	size_t slot_cap;
+} row_table;
+
+static uint64_t str_hash(const char *s)
+{
+	uint64_t x = 1469598103934665603ULL; /* FNV-1a */
+	for (; *s; s++) x = (x ^ (unsigned char)*s) * 1099511628211ULL;
+	return x;
+}
+
+static int table_grow(row_table *t)
+{
+	size_t cap = t->slot_cap ? t->slot_cap * 2 : 256;
+	uint32_t *slots = calloc(cap, sizeof *slots);
+	if (!slots) return -1;
+	for (size_t i = 0; i < t->n; i++) {
+		size_t j = str_hash(t->rows[i].key) & (cap - 1);
+		while (slots[j]) j = (j + 1) & (cap - 1);
+		slots[j] = i + 1;
+	}
+	free(t->slots);
+	t->slots = slots;
+	t->slot_cap = cap;
+	return 0;
+}
+
+/* The row for key (taking ownership of key), created if new; NULL on out of memory. */
+static hv_row *table_get(row_table *t, char *key)
+{
+	if ((t->n + 1) * 2 > t->slot_cap && table_grow(t) < 0) return NULL;
+	size_t j = str_hash(key) & (t->slot_cap - 1);
+	while (t->slots[j]) {
+		hv_row *r = &t->rows[t->slots[j] - 1];
+		if (!strcmp(r->key, key)) { free(key); return r; }
+		j = (j + 1) & (t->slot_cap - 1);
+	}
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 64;
+		hv_row *rows = realloc(t->rows, cap * sizeof *rows);
+		if (!rows) return NULL;
+		t->rows = rows;
+		t->cap = cap;
+	}
+	hv_row *r = &t->rows[t->n];
+	memset(r, 0, sizeof *r);
+	r->key = key;
+	r->heaviest_value = -1;
+	t->slots[j] = ++t->n;
+	return r;
+}
+
+static void counts_sum(hv_counts *a, const hv_counts *b)
+{
+	a->alloc_bytes += b->alloc_bytes;
+	a->alloc_objects += b->alloc_objects;
+	a->live_bytes += b->live_bytes;
+	a->live_objects += b->live_objects;
+	a->alloc_events += b->alloc_events;
+	a->live_events += b->live_events;
+	a->alloc_samples += b->alloc_samples;
+	a->live_samples += b->live_samples;
+}
+
+int hv_group_rows(const hv_heap *h, enum hv_group g, int by_live, hv_rows *out)
+{
+	row_table t = { 0 };
+	for (uint32_t c = 0; c < hv_context_count(h); c++) {
+		const hv_counts *cc = hv_context_counts(h, c);
+		if (!cc->alloc_events) continue;
+		char *key = hv_group_key(h, c, g);
+		hv_row *r = key ? table_get(&t, key) : NULL;
+		if (!r) {
+			free(key);
+			out->rows = t.rows;
+			out->n = t.n;
+			hv_rows_free(out);
+			free(t.slots);
+			return -1;
+		}
+		counts_sum(&r->counts, cc);
+		r->ncontexts++;
+		double v = by_live ? cc->live_bytes : cc->alloc_bytes;
+		if (v > r->heaviest_value) {
+			r->heaviest_value = v;
+			r->heaviest_ctx = c;
+		}
+	}
+	free(t.slots);
+	out->rows = t.rows;
+	out->n = t.n;
+	return 0;
+}
+
+void hv_rows_free(hv_rows *r)
+{
+	for (size_t i = 0; i < r->n; i++) free(r->rows[i].key);
+	free(r->rows);
+	r->rows = NULL;
+	r->n = 0;
+}
+
+const hv_row *hv_rows_find(const hv_rows *r, const char *key)
+{
+	for (size_t i = 0; i < r->n; i++)
+		if (!strcmp(r->rows[i].key, key)) return &r->rows[i];
+	return NULL;
+}

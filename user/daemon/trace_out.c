@@ -1,0 +1,130 @@
+/* The continuous trace of one process (see trace_out.h). */
+#include "trace_out.h"
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FLUSH_INTERVAL_NS 1000000000ULL
+
+struct trace_out {
+	mt_writer *w;
+	uint64_t wall_us0, mono_ns0; /* one clock pairing, taken at open */
+	uint64_t last_us;
+	uint64_t last_flush_mono_ns;
+	uint64_t collects;
+	char error[256];
+};
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t trace_out_mono_now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+struct trace_out *trace_out_open(int fd, const struct trace_out_info *info,
+				 mt_locations_fn locations, void *loc_ctx, char *err, size_t errlen)
+{
+	struct trace_out *o = calloc(1, sizeof *o);
+	if (!o) {
+		set_err(err, errlen, "out of memory");
+		return NULL;
+	}
+	o->mono_ns0 = clock_ns(CLOCK_MONOTONIC);
+	o->wall_us0 = clock_ns(CLOCK_REALTIME) / 1000;
+	o->last_us = o->wall_us0;
+	o->last_flush_mono_ns = o->mono_ns0;
+
+	char host[256] = "";
+	if (gethostname(host, sizeof host - 1) < 0) host[0] = '\0';
+	char context[512];
+	snprintf(context, sizeof context, "memtraced %s; allocator %s; drops: %llu",
+		 MEMTRACED_VERSION, info->allocator && *info->allocator ? info->allocator : "unknown",
+		 (unsigned long long)info->drops);
+	mt_trace_info ti = {
+		.sample_rate = info->rate,
+		.word_size = 64,
+		.executable_name = info->executable ? info->executable : "",
+		.host_name = host,
+		.ocaml_runtime_params = "",
+		.pid = (uint64_t)info->pid,
+		.context = context,
+		.start_time_us = o->wall_us0,
+	};
+	o->w = mt_writer_open(fd, &ti, locations, loc_ctx);
+	if (!o->w) {
+		set_err(err, errlen, "cannot write the trace header: %s", strerror(errno));
+		free(o);
+		return NULL;
+	}
+	return o;
+}
+
+uint64_t trace_out_time_us(struct trace_out *o, uint64_t mono_ns)
+{
+	/* Records from several CPUs leave the ring buffer slightly out of order, and some may
+	 * predate the clock pairing: clamp, so that trace times never go backwards. */
+	uint64_t us = mono_ns > o->mono_ns0 ? o->wall_us0 + (mono_ns - o->mono_ns0) / 1000 : o->wall_us0;
+	if (us < o->last_us) us = o->last_us;
+	o->last_us = us;
+	return us;
+}
+
+int64_t trace_out_alloc(struct trace_out *o, uint64_t mono_ns, uint64_t bytes, uint64_t nsamples,
+			const uint64_t *backtrace, size_t n)
+{
+	uint64_t words = bytes / 8 + (bytes % 8 != 0);
+	if (nsamples == 0) nsamples = 1; /* the format wants nsamples >= 1 */
+	int64_t id = mt_writer_alloc(o->w, trace_out_time_us(o, mono_ns), words, nsamples,
+				     MT_SOURCE_EXTERNAL, backtrace, n);
+	if (id < 0) snprintf(o->error, sizeof o->error, "%s", mt_writer_error(o->w));
+	return id;
+}
+
+int trace_out_collect(struct trace_out *o, uint64_t mono_ns, uint64_t id)
+{
+	int rc = mt_writer_collect(o->w, trace_out_time_us(o, mono_ns), id);
+	if (rc < 0) snprintf(o->error, sizeof o->error, "%s", mt_writer_error(o->w));
+	else o->collects++;
+	return rc;
+}
+
+int trace_out_tick(struct trace_out *o)
+{
+	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+	if (now - o->last_flush_mono_ns < FLUSH_INTERVAL_NS) return 0;
+	o->last_flush_mono_ns = now;
+	int rc = mt_writer_flush(o->w, trace_out_time_us(o, now));
+	if (rc < 0) snprintf(o->error, sizeof o->error, "%s", mt_writer_error(o->w));
+	return rc;
+}
+
+int trace_out_close(struct trace_out *o, char *err, size_t errlen)
+{
+	if (!o) return 0;
+	int rc = mt_writer_close(o->w);
+	if (rc < 0) set_err(err, errlen, "writing the trace failed");
+	free(o);
+	return rc;
+}
+
+const char *trace_out_error(const struct trace_out *o) { return o->error; }
+uint64_t trace_out_allocs(const struct trace_out *o) { return mt_writer_next_id(o->w); }
+uint64_t trace_out_collects(const struct trace_out *o) { return o->collects; }
+uint64_t trace_out_bytes(const struct trace_out *o) { return mt_writer_bytes_written(o->w); }

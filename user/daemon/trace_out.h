@@ -1,0 +1,43 @@
+/* The continuous trace of one process, written through the format library's writer:
+ * the trace info, kernel monotonic time -> wall-clock microseconds, allocations as external
+ * blocks of ceil(bytes/8) words, collects, and a flush at least once a second. */
+#ifndef MEMTRACED_TRACE_OUT_H
+#define MEMTRACED_TRACE_OUT_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "memtrace.h"
+
+struct trace_out_info {
+	pid_t pid;
+	double rate;
+	const char *executable;  /* the target's executable */
+	const char *allocator;   /* alloc_sites.allocator */
+	uint64_t drops;          /* drops counted so far, for the context string */
+};
+
+struct trace_out;
+
+/* Writes packet 0 to fd (not closed by us) at once. NULL with a message on error. */
+struct trace_out *trace_out_open(int fd, const struct trace_out_info *info,
+				 mt_locations_fn locations, void *loc_ctx, char *err, size_t errlen);
+/* The trace time of a CLOCK_MONOTONIC timestamp: wall-clock us, never before the last one. */
+uint64_t trace_out_time_us(struct trace_out *o, uint64_t mono_ns);
+/* An allocation of `bytes` with its backtrace (OUTERMOST FIRST): its id (>= 0), or < 0. */
+int64_t trace_out_alloc(struct trace_out *o, uint64_t mono_ns, uint64_t bytes, uint64_t nsamples,
+			const uint64_t *backtrace, size_t n);
+int trace_out_collect(struct trace_out *o, uint64_t mono_ns, uint64_t id);
+/* Flushes if the last flush is a second old or more (call it often). < 0 on a write error. */
+int trace_out_tick(struct trace_out *o);
+/* Final flush; frees o. < 0 if any write failed (message in err). */
+int trace_out_close(struct trace_out *o, char *err, size_t errlen);
+const char *trace_out_error(const struct trace_out *o);
+uint64_t trace_out_allocs(const struct trace_out *o);   /* ids handed out */
+uint64_t trace_out_collects(const struct trace_out *o);
+uint64_t trace_out_bytes(const struct trace_out *o);    /* bytes written so far */
+
+/* The monotonic clock in ns, the clock of the BPF timestamps. */
+uint64_t trace_out_mono_now_ns(void);
+
+#endif

@@ -1,0 +1,171 @@
+/* memtrace-report: the top allocation sites of a trace, by estimated bytes allocated and by
+ * bytes still live at the end (of the trace or of a --from/--to window), with call stacks. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "heapview.h"
+
+static void usage(FILE *f)
+{
+	fputs("usage: memtrace-report [options] TRACE.ctf\n"
+	      "  --top N            rows per table (default 10; 0 = all)\n"
+	      "  --by alloc|live    one table: by bytes allocated, or by bytes live at the end\n"
+	      "                     (default: both tables)\n"
+	      "  --group function|line|stack\n"
+	      "                     a row per allocating function, per file:line (default), or\n"
+	      "                     per whole call stack\n"
+	      "  --from SEC, --to SEC\n"
+	      "                     only allocations in this window (seconds since trace start);\n"
+	      "                     \"live\" then means live at the end of the window\n"
+	      "  --frames N         frames printed per stack (default 16; 0 = all)\n"
+	      "  --raw              exact byte counts instead of KiB/MiB\n"
+	      "  --lenient          skip packets the reader skips (with a warning) instead of failing\n",
+	      f);
+}
+
+static int by_live_g;
+
+static int cmp_rows(const void *a, const void *b)
+{
+	const hv_row *x = a, *y = b;
+	double vx = by_live_g ? x->counts.live_bytes : x->counts.alloc_bytes;
+	double vy = by_live_g ? y->counts.live_bytes : y->counts.alloc_bytes;
+	if (vx != vy) return vx < vy ? 1 : -1;
+	return strcmp(x->key, y->key);
+}
+
+static const char *fmt_bytes(double b, int raw, char *buf)
+{
+	if (raw) {
+		snprintf(buf, 32, "%.0f", b);
+		return buf;
+	}
+	return hv_human_bytes(b, buf);
+}
+
+static void print_table(const hv_heap *h, hv_rows *rows, int by_live, size_t top, int frames,
+			int raw, const char *group_name)
+{
+	by_live_g = by_live;
+	qsort(rows->rows, rows->n, sizeof *rows->rows, cmp_rows);
+	const hv_counts *total = hv_total(h);
+	double denom = by_live ? total->live_bytes : total->alloc_bytes;
+	printf("\nTop %s by %s (grouped by %s):\n", "allocation sites",
+	       by_live ? "bytes live at the end" : "bytes allocated", group_name);
+	size_t shown = 0;
+	for (size_t i = 0; i < rows->n && (top == 0 || shown < top); i++) {
+		hv_row *r = &rows->rows[i];
+		double v = by_live ? r->counts.live_bytes : r->counts.alloc_bytes;
+		if (by_live && v <= 0) break; /* nothing live left in the rest */
+		char a[32], l[32], v_s[32];
+		printf("%3zu. %s  %5.1f%%  allocated %s  live %s  objects ~%.0f (%llu samples)  %s\n",
+		       ++shown, fmt_bytes(v, raw, v_s), denom > 0 ? 100.0 * v / denom : 0.0,
+		       fmt_bytes(r->counts.alloc_bytes, raw, l), fmt_bytes(r->counts.live_bytes, raw, a),
+		       by_live ? r->counts.live_objects : r->counts.alloc_objects,
+		       (unsigned long long)(by_live ? r->counts.live_samples : r->counts.alloc_samples),
+		       r->key);
+		if (r->ncontexts > 1)
+			printf("     heaviest of %u stacks:\n", r->ncontexts);
+		hv_print_stack(stdout, h, r->heaviest_ctx, "       ", frames);
+	}
+	if (!shown) printf("     (none)\n");
+}
+
+static int parse_number(const char *opt, const char *s, double *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (!*s || *end || !isfinite(v) || v < 0) {
+		fprintf(stderr, "memtrace-report: %s wants a number >= 0, not \"%s\"\n", opt, s);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "top", required_argument, 0, 'n' },   { "by", required_argument, 0, 'b' },
+		{ "group", required_argument, 0, 'g' }, { "from", required_argument, 0, 'f' },
+		{ "to", required_argument, 0, 't' },    { "frames", required_argument, 0, 'F' },
+		{ "raw", no_argument, 0, 'r' },         { "lenient", no_argument, 0, 'L' },
+		{ "help", no_argument, 0, 'h' },        { 0, 0, 0, 0 },
+	};
+	hv_options opt = { .from_s = 0, .to_s = -1 };
+	enum hv_group group = HV_GROUP_LINE;
+	const char *group_name = "line";
+	int which = 0; /* 0 both, 1 alloc, 2 live */
+	double top = 10, frames = 16;
+	int raw = 0, c;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'n': if (parse_number("--top", optarg, &top)) return 2; break;
+		case 'F': if (parse_number("--frames", optarg, &frames)) return 2; break;
+		case 'f': if (parse_number("--from", optarg, &opt.from_s)) return 2; break;
+		case 't': if (parse_number("--to", optarg, &opt.to_s)) return 2; break;
+		case 'b':
+			if (!strcmp(optarg, "alloc")) which = 1;
+			else if (!strcmp(optarg, "live")) which = 2;
+			else { fprintf(stderr, "memtrace-report: --by wants alloc or live, not \"%s\"\n", optarg); return 2; }
+			break;
+		case 'g':
+			if (hv_parse_group(optarg, &group) < 0) {
+				fprintf(stderr, "memtrace-report: --group wants function, line or stack, not \"%s\"\n", optarg);
+				return 2;
+			}
+			group_name = optarg;
+			break;
+		case 'r': raw = 1; break;
+		case 'L': opt.lenient = 1; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "memtrace-report: expected one trace file\n");
+		usage(stderr);
+		return 2;
+	}
+	if (opt.to_s >= 0 && opt.to_s < opt.from_s) {
+		fprintf(stderr, "memtrace-report: --to (%g) is before --from (%g)\n", opt.to_s, opt.from_s);
+		return 2;
+	}
+	char *err = NULL;
+	hv_heap *h = hv_load(argv[optind], &opt, &err);
+	if (!h) {
+		fprintf(stderr, "memtrace-report: %s\n", err ? err : "cannot read trace");
+		free(err);
+		return 1;
+	}
+	const mt_trace_info *info = hv_info(h);
+	const hv_counts *t = hv_total(h);
+	char a[32], l[32];
+	printf("trace %s: executable %s, pid %llu, sample rate %g per word, %u-bit words\n",
+	       argv[optind], info->executable_name ? info->executable_name : "?",
+	       (unsigned long long)info->pid, info->sample_rate, info->word_size);
+	printf("window: %.3f s .. %.3f s since start", opt.from_s,
+	       (double)(hv_end_time_us(h) - info->start_time_us) / 1e6);
+	printf("; allocated %s (~%.0f objects, %llu samples), live at the end %s (~%.0f objects)\n",
+	       fmt_bytes(t->alloc_bytes, raw, a), t->alloc_objects,
+	       (unsigned long long)t->alloc_samples, fmt_bytes(t->live_bytes, raw, l),
+	       t->live_objects);
+
+	int rc = 0;
+	for (int pass = 1; pass <= 2; pass++) {
+		if (which && which != pass) continue;
+		hv_rows rows;
+		if (hv_group_rows(h, group, pass == 2, &rows) < 0) {
+			fprintf(stderr, "memtrace-report: out of memory\n");
+			rc = 1;
+			break;
+		}
+		print_table(h, &rows, pass == 2, (size_t)top, (int)frames, raw, group_name);
+		hv_rows_free(&rows);
+	}
+	hv_free(h);
+	return rc;
+}

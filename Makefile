@@ -22,7 +22,7 @@ WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 $(WARN) -D_GNU_SOURCE -Iinclude -Iuser/format -Iuser/daemon -I$(BUILD)/include
 LDLIBS_FMT    := -lz -lm
-LDLIBS_DAEMON := -lbpf -ldw -lelf -lcapstone -lz -lm -lpthread
+LDLIBS_DAEMON := -lbpf -ldw -lelf -liberty -lcapstone -lz -lm -lpthread
 
 ifeq ($(SANITIZE),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -117,7 +117,7 @@ clean:
 # Debian packages: build, tests (sanitizers, fuzzing), benchmarks. Only the missing ones are
 # installed, so `make test` on a ready machine does not touch apt.
 DEPS := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libcapstone-dev zlib1g-dev \
-        pkg-config libclang-rt-14-dev binutils procps
+        pkg-config libclang-rt-14-dev binutils procps libiberty-dev
 deps:
 	@missing=$$(for p in $(DEPS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

@@ -1,0 +1,536 @@
+/* Unwinding samples with libdw and interning their frames as location codes.
+ *
+ * One Dwfl per process, set up once (dwfl_linux_proc_report + dwfl_attach_state). Its thread
+ * callbacks serve "the current sample": the registers of the sample as the initial state, and
+ * memory reads from the stack copy. Reads outside the copy are served from /proc/PID/mem only
+ * for addresses inside a mapped object (constant text/data); the live stack beyond the copy is
+ * never read (the target has moved on since the sample), but its existence tells that the
+ * copy was too short: the stack is then marked truncated.
+ *
+ * Frames -> codes: a pc cache (pc -> code, cleared when the mappings are re-read) in front of
+ * the code table (code -> object hash, ELF address, location list). A code is a hash of the
+ * object's build-id (or path) and the ELF address; the rare collision of two different frames
+ * on one code is resolved by rehashing, checked against the code table. */
+#include "stacks.h"
+
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "symbolize.h"
+
+#define CODE_MASK ((UINT64_C(1) << 62) - 1)
+/* Automatic re-reads of the mappings (a pc in no known object) at most this often. */
+#define AUTO_REFRESH_INTERVAL_NS 200000000ull
+/* A failed read this far above the stack copy is "the stack goes on" (truncation). */
+#define STACK_SPAN (64ull << 20)
+/* Frames collected per unwind before giving up (recursion gone wild, a CFI loop). */
+#define MAX_FRAMES 2048
+
+/* ---- a u64 -> u64 open-addressing hash map; key 0 is "empty" (no pc or code is 0) ---- */
+struct u64map {
+	uint64_t *keys, *vals;
+	size_t cap, n; /* cap: power of two */
+};
+
+static uint64_t mix64(uint64_t x) /* splitmix64 finalizer */
+{
+	x ^= x >> 30;
+	x *= UINT64_C(0xbf58476d1ce4e5b9);
+	x ^= x >> 27;
+	x *= UINT64_C(0x94d049bb133111eb);
+	x ^= x >> 31;
+	return x;
+}
+
+static uint64_t map_get(const struct u64map *m, uint64_t key)
+{
+	if (!m->cap)
+		return 0;
+	for (size_t i = mix64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+		if (m->keys[i] == key)
+			return m->vals[i];
+		if (!m->keys[i])
+			return 0;
+	}
+}
+
+static int map_grow(struct u64map *m)
+{
+	size_t cap = m->cap ? m->cap * 2 : 1024;
+	uint64_t *keys = calloc(cap, sizeof(*keys)), *vals = calloc(cap, sizeof(*vals));
+	if (!keys || !vals) {
+		free(keys);
+		free(vals);
+		return -1;
+	}
+	for (size_t j = 0; j < m->cap; j++) {
+		if (!m->keys[j])
+			continue;
+		size_t i = mix64(m->keys[j]) & (cap - 1);
+		while (keys[i])
+			i = (i + 1) & (cap - 1);
+		keys[i] = m->keys[j];
+		vals[i] = m->vals[j];
+	}
+	free(m->keys);
+	free(m->vals);
+	m->keys = keys;
+	m->vals = vals;
+	m->cap = cap;
+	return 0;
+}
+
+static int map_put(struct u64map *m, uint64_t key, uint64_t val)
+{
+	if ((m->n + 1) * 2 > m->cap && map_grow(m) < 0)
+		return -1;
+	size_t i = mix64(key) & (m->cap - 1);
+	while (m->keys[i] && m->keys[i] != key)
+		i = (i + 1) & (m->cap - 1);
+	if (!m->keys[i])
+		m->n++;
+	m->keys[i] = key;
+	m->vals[i] = val;
+	return 0;
+}
+
+static void map_clear(struct u64map *m)
+{
+	if (m->cap) {
+		memset(m->keys, 0, m->cap * sizeof(*m->keys));
+		memset(m->vals, 0, m->cap * sizeof(*m->vals));
+	}
+	m->n = 0;
+}
+
+static void map_free(struct u64map *m)
+{
+	free(m->keys);
+	free(m->vals);
+	memset(m, 0, sizeof(*m));
+}
+
+/* ---- objects and codes ---- */
+struct object {          /* one per Dwfl_Module, hung on the module's userdata */
+	uint64_t hash;       /* of the build-id, or of the path when there is none */
+	Dwarf_Addr bias;     /* load address - ELF address */
+	struct object *next; /* all objects, for stacks_close */
+};
+
+struct code_entry {
+	uint64_t code, obj_hash, offset;
+	mt_location *locs;
+	int nlocs;
+};
+
+struct frame_pc {
+	Dwarf_Addr pc; /* already the call site (return address - 1) for non-activation frames */
+};
+
+struct stacks {
+	pid_t pid;
+	Dwfl *dwfl;
+	int mem_fd; /* /proc/PID/mem, -1 if it could not be opened */
+	uint64_t last_refresh_ns;
+
+	/* the sample being unwound */
+	pid_t tid;
+	const uint64_t *regs;
+	const uint8_t *stack;
+	size_t stack_len;
+	uint64_t sp;
+	bool truncated;
+	int frame_index;
+	struct frame_pc frames[MAX_FRAMES];
+	int nframes;
+
+	struct u64map pc_codes;   /* pc -> code */
+	struct u64map code_index; /* code -> index in entries + 1 */
+	struct code_entry *entries;
+	size_t nentries, entries_cap;
+	struct object *objects;
+
+	struct stacks_stats stats;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t hash_bytes(uint64_t seed, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	uint64_t h = UINT64_C(0xcbf29ce484222325) ^ seed; /* FNV-1a, then mixed */
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= UINT64_C(0x100000001b3);
+	}
+	return mix64(h);
+}
+
+static struct object *module_object(struct stacks *s, Dwfl_Module *mod)
+{
+	void **userdata = NULL;
+	const char *path = dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
+	if (userdata && *userdata)
+		return *userdata;
+	struct object *o = calloc(1, sizeof(*o));
+	if (!o)
+		return NULL;
+	Dwarf_Addr bias = 0;
+	if (!dwfl_module_getelf(mod, &bias))
+		dwfl_module_info(mod, NULL, &bias, NULL, NULL, NULL, NULL, NULL); /* no ELF: start */
+	o->bias = bias;
+	const unsigned char *bits = NULL;
+	GElf_Addr vaddr;
+	int len = dwfl_module_build_id(mod, &bits, &vaddr);
+	if (len > 0)
+		o->hash = hash_bytes('B', bits, (size_t)len);
+	else
+		o->hash = hash_bytes('P', path ? path : "?", path ? strlen(path) : 1);
+	o->next = s->objects;
+	s->objects = o;
+	if (userdata)
+		*userdata = o;
+	return o;
+}
+
+static struct code_entry *entry_of(const struct stacks *s, uint64_t code)
+{
+	uint64_t ix = map_get(&s->code_index, code);
+	return ix ? &s->entries[ix - 1] : NULL;
+}
+
+/* The code of (object, offset); symbolizes it (mod, pc: with symbolize_pc; mod NULL: a marker
+ * with file/defname) the first time. 0 only when out of memory. */
+static uint64_t intern(struct stacks *s, uint64_t obj_hash, uint64_t offset, Dwfl_Module *mod,
+		       Dwarf_Addr pc, const char *file, const char *defname)
+{
+	uint64_t h = mix64(obj_hash ^ mix64(offset + UINT64_C(0x9e3779b97f4a7c15)));
+	for (int tries = 0; tries < 64; tries++, h = mix64(h + 1)) {
+		uint64_t code = h & CODE_MASK;
+		if (!code)
+			continue;
+		struct code_entry *e = entry_of(s, code);
+		if (e) {
+			if (e->obj_hash == obj_hash && e->offset == offset)
+				return code;
+			continue; /* collision: another frame has this code, try the next one */
+		}
+		if (s->nentries == s->entries_cap) {
+			size_t cap = s->entries_cap ? s->entries_cap * 2 : 256;
+			struct code_entry *ne = realloc(s->entries, cap * sizeof(*ne));
+			if (!ne)
+				return 0;
+			s->entries = ne;
+			s->entries_cap = cap;
+		}
+		e = &s->entries[s->nentries];
+		memset(e, 0, sizeof(*e));
+		e->code = code;
+		e->obj_hash = obj_hash;
+		e->offset = offset;
+		int n = mod ? symbolize_pc(mod, pc, &e->locs) : symbolize_marker(file, defname, &e->locs);
+		e->nlocs = n > 0 ? n : 0;
+		if (map_put(&s->code_index, code, s->nentries + 1) < 0) {
+			symbolize_free(e->locs, e->nlocs);
+			return 0;
+		}
+		s->nentries++;
+		s->stats.codes++;
+		return code;
+	}
+	return 0;
+}
+
+static uint64_t marker_code(struct stacks *s, const char *kind, uint64_t offset, const char *file,
+			    const char *defname)
+{
+	return intern(s, hash_bytes('M', kind, strlen(kind)), offset, NULL, 0, file, defname);
+}
+
+static uint64_t truncated_code(struct stacks *s, size_t stack_len)
+{
+	char defname[64];
+	snprintf(defname, sizeof defname, "[stack truncated at %zu bytes]", stack_len);
+	return marker_code(s, "truncated", stack_len, STACKS_TRUNCATED_FILE, defname);
+}
+
+static uint64_t unknown_code(struct stacks *s, Dwarf_Addr pc)
+{
+	char defname[64];
+	snprintf(defname, sizeof defname, "0x%" PRIx64, (uint64_t)pc);
+	return marker_code(s, "unknown", pc, STACKS_UNKNOWN_FILE, defname);
+}
+
+/* ---- libdw callbacks ---- */
+static const Dwfl_Callbacks proc_callbacks = {
+	.find_elf = dwfl_linux_proc_find_elf,
+	.find_debuginfo = dwfl_standard_find_debuginfo, /* build-id and .gnu_debuglink files */
+};
+
+static pid_t cb_next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+	struct stacks *s = arg;
+	if (*thread_argp)
+		return 0;
+	*thread_argp = s;
+	return s->tid;
+}
+
+static bool cb_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+	struct stacks *s = arg;
+	*thread_argp = s;
+	return tid == s->tid;
+}
+
+static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+	struct stacks *s = arg;
+	if (addr >= s->sp && addr - s->sp <= s->stack_len && s->stack_len - (addr - s->sp) >= 8) {
+		memcpy(result, s->stack + (addr - s->sp), sizeof(*result));
+		return true;
+	}
+	if (s->mem_fd < 0 || addr > INT64_MAX - 8)
+		return false;
+	if (addr >= s->sp && addr - s->sp < STACK_SPAN) {
+		/* The live stack above the copy: not used (stale), only probed for existence. */
+		Dwarf_Word probe;
+		if (pread(s->mem_fd, &probe, sizeof probe, (off_t)addr) == (ssize_t)sizeof probe)
+			s->truncated = true;
+		return false;
+	}
+	if (dwfl_addrmodule(dwfl, addr) &&
+	    pread(s->mem_fd, result, sizeof(*result), (off_t)addr) == (ssize_t)sizeof(*result))
+		return true;
+	return false;
+}
+
+static bool cb_set_initial_registers(Dwfl_Thread *thread, void *thread_arg)
+{
+	struct stacks *s = thread_arg;
+	return dwfl_thread_state_registers(thread, 0, STACKS_NREGS, (const Dwarf_Word *)s->regs);
+}
+
+static const Dwfl_Thread_Callbacks thread_callbacks = {
+	.next_thread = cb_next_thread,
+	.get_thread = cb_get_thread,
+	.memory_read = cb_memory_read,
+	.set_initial_registers = cb_set_initial_registers,
+};
+
+static int cb_frame(Dwfl_Frame *frame, void *arg)
+{
+	struct stacks *s = arg;
+	Dwarf_Addr pc;
+	bool activation;
+	if (!dwfl_frame_pc(frame, &pc, &activation))
+		return DWARF_CB_ABORT;
+	if (s->frame_index++ == 0)
+		return DWARF_CB_OK; /* the allocation function itself, at its entry */
+	if (s->nframes >= MAX_FRAMES)
+		return DWARF_CB_ABORT;
+	/* A return address points after the call: pc - 1 is in the call instruction, the line
+	 * of the call site (activation frames: interrupted by a signal, the pc itself). */
+	s->frames[s->nframes++].pc = activation ? pc : pc - 1;
+	return DWARF_CB_OK;
+}
+
+/* ---- public API ---- */
+static int report_maps(struct stacks *s, char *err, size_t errlen)
+{
+	dwfl_report_begin(s->dwfl);
+	int rc = dwfl_linux_proc_report(s->dwfl, s->pid);
+	dwfl_report_end(s->dwfl, NULL, NULL);
+	if (rc != 0) {
+		if (err)
+			snprintf(err, errlen, "cannot read the mappings of pid %d (/proc/%d/maps): %s",
+				 (int)s->pid, (int)s->pid, rc > 0 ? strerror(rc) : dwfl_errmsg(-1));
+		return -1;
+	}
+	s->last_refresh_ns = now_ns();
+	return 0;
+}
+
+struct stacks *stacks_open(pid_t pid, char *err, size_t errlen)
+{
+	if (err && errlen)
+		err[0] = '\0';
+	if (pid <= 0) {
+		if (err)
+			snprintf(err, errlen, "stacks_open: invalid pid %d", (int)pid);
+		return NULL;
+	}
+	struct stacks *s = calloc(1, sizeof(*s));
+	if (!s) {
+		if (err)
+			snprintf(err, errlen, "stacks_open: out of memory");
+		return NULL;
+	}
+	s->pid = pid;
+	s->mem_fd = -1;
+	s->dwfl = dwfl_begin(&proc_callbacks);
+	if (!s->dwfl) {
+		if (err)
+			snprintf(err, errlen, "dwfl_begin: %s", dwfl_errmsg(-1));
+		free(s);
+		return NULL;
+	}
+	if (report_maps(s, err, errlen) < 0) {
+		stacks_close(s);
+		return NULL;
+	}
+	if (!dwfl_attach_state(s->dwfl, NULL, pid, &thread_callbacks, s)) {
+		if (err)
+			snprintf(err, errlen, "cannot set up unwinding for pid %d: %s", (int)pid,
+				 dwfl_errmsg(-1));
+		stacks_close(s);
+		return NULL;
+	}
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/mem", (int)pid);
+	s->mem_fd = open(path, O_RDONLY | O_CLOEXEC); /* optional: -1 only loses truncation marks */
+	return s;
+}
+
+void stacks_refresh(struct stacks *s)
+{
+	if (!s)
+		return;
+	report_maps(s, NULL, 0);
+	map_clear(&s->pc_codes); /* a pc may now belong to another object */
+	s->stats.refreshes++;
+}
+
+static int unwind_once(struct stacks *s)
+{
+	s->truncated = false;
+	s->frame_index = 0;
+	s->nframes = 0;
+	return dwfl_getthread_frames(s->dwfl, s->tid, cb_frame, s);
+}
+
+/* True when some frame's pc lies in no reported module. */
+static bool has_unknown_pc(struct stacks *s)
+{
+	for (int i = 0; i < s->nframes; i++)
+		if (!map_get(&s->pc_codes, s->frames[i].pc) && !dwfl_addrmodule(s->dwfl, s->frames[i].pc))
+			return true;
+	return false;
+}
+
+static uint64_t code_of_pc(struct stacks *s, Dwarf_Addr pc)
+{
+	uint64_t code = map_get(&s->pc_codes, pc);
+	if (code)
+		return code;
+	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
+	if (!mod) {
+		s->stats.unknown_pcs++;
+		return unknown_code(s, pc); /* not cached: a later refresh may find its object */
+	}
+	struct object *o = module_object(s, mod);
+	if (!o)
+		return 0;
+	code = intern(s, o->hash, pc - o->bias, mod, pc, NULL, NULL);
+	if (code)
+		map_put(&s->pc_codes, pc, code);
+	return code;
+}
+
+int stacks_unwind(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_NREGS],
+		  const uint8_t *stack, size_t stack_len, uint64_t *codes, int max_codes)
+{
+	if (!s || !regs || !codes || max_codes <= 0)
+		return 0;
+	s->stats.samples++;
+	s->tid = tid > 0 ? tid : s->pid;
+	s->regs = regs;
+	s->stack = stack;
+	s->stack_len = stack ? stack_len : 0;
+	s->sp = regs[7];
+
+	int rc = unwind_once(s);
+	/* A pc in no known object: a library dlopen'd since the maps were read. Re-read them
+	 * (rate-limited) and unwind again, as the unwinder stopped there for want of CFI. */
+	if (has_unknown_pc(s) || (rc != 0 && !s->truncated && !dwfl_addrmodule(s->dwfl, regs[16]))) {
+		uint64_t t = now_ns();
+		if (t - s->last_refresh_ns >= AUTO_REFRESH_INTERVAL_NS) {
+			stacks_refresh(s);
+			rc = unwind_once(s);
+		}
+	}
+
+	int n = 0;
+	for (int i = 0; i < s->nframes && n < max_codes; i++) {
+		uint64_t code = code_of_pc(s, s->frames[i].pc);
+		if (code)
+			codes[n++] = code;
+	}
+	if (s->truncated) {
+		s->stats.truncated++;
+		uint64_t code = truncated_code(s, s->stack_len);
+		if (code) {
+			if (n == max_codes)
+				n--; /* the marker matters more than one more frame */
+			codes[n++] = code;
+		}
+	} else if (rc != 0 && rc != DWARF_CB_ABORT) {
+		s->stats.unwind_errors++;
+	}
+	s->stats.frames += n;
+	s->regs = NULL;
+	s->stack = NULL;
+	return n;
+}
+
+int stacks_locations(void *stacks, uint64_t code, const mt_location **locs)
+{
+	struct stacks *s = stacks;
+	const struct code_entry *e = s ? entry_of(s, code) : NULL;
+	if (!e)
+		return -1;
+	*locs = e->locs;
+	return e->nlocs;
+}
+
+void stacks_get_stats(const struct stacks *s, struct stacks_stats *out)
+{
+	if (s)
+		*out = s->stats;
+	else
+		memset(out, 0, sizeof(*out));
+}
+
+void stacks_close(struct stacks *s)
+{
+	if (!s)
+		return;
+	if (s->dwfl)
+		dwfl_end(s->dwfl);
+	if (s->mem_fd >= 0)
+		close(s->mem_fd);
+	for (size_t i = 0; i < s->nentries; i++)
+		symbolize_free(s->entries[i].locs, s->entries[i].nlocs);
+	free(s->entries);
+	map_free(&s->pc_codes);
+	map_free(&s->code_index);
+	while (s->objects) {
+		struct object *o = s->objects;
+		s->objects = o->next;
+		free(o);
+	}
+	free(s);
+}

@@ -1,0 +1,63 @@
+/* Unwinding and symbolizing one process's allocation samples (owner: STACKS).
+ *
+ * A sample is what the BPF side captured at the allocation function's ENTRY: the 17 registers
+ * in DWARF order (rax rdx rcx rbx rsi rdi rbp rsp r8..r15 rip) and a copy of the user stack
+ * starting at rsp. stacks_unwind() walks it with libdw's DWARF CFI unwinder (.eh_frame /
+ * .debug_frame, no frame pointers needed) and turns every frame into a location code;
+ * stacks_locations() describes a code for the trace writer (it is an mt_locations_fn).
+ *
+ * Location codes are a stable function of (object, offset in the object): the object is its
+ * build-id (or its path when it has none), the offset is the ELF virtual address of the call
+ * site. Codes are never 0 and stay below 2^62. Each distinct code is symbolized once, when it
+ * is first seen, and its location list lives as long as the struct stacks.
+ *
+ * Not thread-safe: one struct stacks is used by one thread at a time.
+ */
+#ifndef MEMTRACED_STACKS_H
+#define MEMTRACED_STACKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "memtrace.h"
+
+#define STACKS_NREGS 17
+
+/* Location written for the outermost code of a stack deeper than its copy. */
+#define STACKS_TRUNCATED_FILE "<truncated>"
+/* Location of a pc that lies in no mapped object (JIT code, unmapped after the sample). */
+#define STACKS_UNKNOWN_FILE "<unknown>"
+
+struct stacks;
+
+/* Reads /proc/PID/maps and prepares the unwinder. NULL on error, with a message in err. */
+struct stacks *stacks_open(pid_t pid, char *err, size_t errlen);
+/* Re-reads the process's mappings (dlopen, exec). Also done automatically, rate-limited, when a
+ * pc falls in no known object. */
+void stacks_refresh(struct stacks *s);
+/* Unwinds a sample (regs/stack as in struct tracer_alloc) and returns location codes,
+ * INNERMOST FIRST, n >= 0. The allocation function's own frame (rip = its entry) is left out:
+ * codes[0] is the call site in its caller (return address - 1). A stack deeper than the copy
+ * ends in a code whose location says it was truncated (file STACKS_TRUNCATED_FILE).
+ * Codes are stable functions of (object build-id, offset), never 0, < 2^62. */
+int stacks_unwind(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_NREGS],
+		  const uint8_t *stack, size_t stack_len, uint64_t *codes, int max_codes);
+/* mt_locations_fn for the writer: the location list of a code (outermost first). Returns the
+ * number of locations (the array lives as long as s), or -1 for a code s never handed out. */
+int stacks_locations(void *stacks, uint64_t code, const mt_location **locs);
+void stacks_close(struct stacks *s);
+
+/* Counters, for the daemon's summary and the benches. */
+struct stacks_stats {
+	uint64_t samples;        /* stacks_unwind calls */
+	uint64_t frames;         /* codes returned */
+	uint64_t truncated;      /* samples whose stack was deeper than the copy */
+	uint64_t unwind_errors;  /* samples the unwinder stopped early on for another reason */
+	uint64_t codes;          /* distinct codes (= symbolizations done) */
+	uint64_t refreshes;      /* re-reads of the mappings (explicit + automatic) */
+	uint64_t unknown_pcs;    /* frames whose pc lay in no object even after a refresh */
+};
+void stacks_get_stats(const struct stacks *s, struct stacks_stats *out);
+
+#endif

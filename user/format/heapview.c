@@ -41,6 +41,7 @@ struct hv_heap {
 	size_t live_cap, live_n;
 
 	char *warning; /* first packet the reader skipped */
+	int lenient;
 };
 
 #define EMPTY_ID UINT64_MAX
@@ -224,7 +225,7 @@ static void on_warning(void *ctx, const char *msg)
 {
 	hv_heap *h = ctx;
 	if (!h->warning) h->warning = strdup(msg);
-	fprintf(stderr, "warning: %s\n", msg);
+	if (h->lenient) fprintf(stderr, "warning: %s\n", msg); /* else it becomes the error */
 }
 
 void hv_free(hv_heap *h)
@@ -258,6 +259,7 @@ hv_heap *hv_load(const char *path, const hv_options *opt, char **err)
 	*err = NULL;
 	hv_heap *h = calloc(1, sizeof *h);
 	if (!h) { *err = strdup("out of memory"); return NULL; }
+	h->lenient = opt->lenient;
 	h->fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (h->fd < 0) {
 		*err = xstrdup_printf("%s: %s", path, strerror(errno));

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# memtrace-dump against the reference traces (tests/data/memtrace/README.md): the dump of every
+# trace equals the real 0.2.3 reader's dump from line 2 on; --summary-only; the verdict on
+# every damaged trace in malformed/; command-line errors.
+source "$(dirname "$0")/lib/test.sh"
+DUMP=$BIN/memtrace-dump
+REF=$DATA/memtrace
+
+if [ ! -x "$DUMP" ]; then
+	fail dump-built "$DUMP not built (run make)"
+	exit 1
+fi
+
+for ctf in "$REF"/*.ctf; do
+	name=$(basename "$ctf" .ctf)
+	txt=$REF/$name.txt
+	out=$TMP/$name.out
+	"$DUMP" "$ctf" >"$out" 2>"$TMP/$name.err"
+	rc=$?
+	if [ $rc -ne 0 ]; then
+		fail "dump-$name" "exit status $rc: $(tail -n 2 "$TMP/$name.err" | tr '\n' ' ')"
+	elif ! head -n 1 "$out" | grep -q '^# '; then
+		fail "dump-$name" "line 1 is not a '# ...' comment"
+	elif d=$(diff <(tail -n +2 "$txt") <(tail -n +2 "$out")); then
+		pass "dump-$name"
+	else
+		fail "dump-$name" "differs from $name.txt: $(printf '%s' "$d" | head -n 4 | cut -c1-160 | tr '\n' ' ')"
+	fi
+
+	"$DUMP" --summary-only "$ctf" >"$TMP/$name.sum" 2>&1
+	rc=$?
+	if [ $rc -eq 0 ] && diff <(grep -E '^(info|summary) ' "$txt") <(tail -n +2 "$TMP/$name.sum") >/dev/null; then
+		pass "dump-summary-only-$name"
+	else
+		fail "dump-summary-only-$name" "status $rc or output differs from the info and summary lines of $name.txt"
+	fi
+done
+
+# Reading from a pipe gives the same dump as reading the file.
+if diff <(cat "$REF/v2-lists-r1e-4.ctf" | "$DUMP" - | tail -n +2) <(tail -n +2 "$REF/v2-lists-r1e-4.txt") >/dev/null; then
+	pass dump-from-pipe
+else
+	fail dump-from-pipe "dump of stdin differs from the reference"
+fi
+
+# malformed/: NAME STATUS EVENTS STREAM PATTERN
+#   STATUS: expected exit status; EVENTS: event lines printed before the verdict;
+#   STREAM: where the message must appear (err = stderr, out = stdout); PATTERN: grep -E.
+verdicts() {
+	cat <<'EOF'
+badmagic          1 0    out ^error: malformed trace: Not a CTF packet \(packet 2 at byte [0-9]+
+version4-pkt2     1 0    out ^error: malformed trace: trace format v004, but expected v002 \(packet 2 at byte
+v2-labelled-v3    1 0    out ^error: malformed trace: trace format v003, but expected v002 \(packet 0 at byte
+trunc-mid-packet  0 0    err ^warning: skipping truncated packet \(packet 2 at byte [0-9]+
+trunc-mid-header  1 0    out ^error: malformed trace: buffer underflow at position 30 \(packet 2 at byte [0-9]+
+bad-verifier      1 0    out ^error: malformed trace: cache verification failed \(packet 2 at byte [0-9]+: bucket 4242
+alloc-id-end      1 1355 out ^error: malformed trace: alloc id sync \(packet 2 at byte [0-9]+
+wrong-pid-pkt2    0 0    err ^warning: skipping bad packet \(wrong pid: 99999, but tracing 21711\) \(packet 2 at byte
+time-end-too-small 1 0   out ^error: malformed trace: time in packet bounds \(packet 2 at byte [0-9]+
+alloc-id-begin-5  0 0    err ^warning: skipping bad packet at id 0 5-642 \(packet 2 at byte
+missing-location  1 1355 out ^error: 637 backtrace slots use location codes
+EOF
+}
+while read -r name status events stream pattern; do
+	f=$REF/malformed/$name.ctf
+	"$DUMP" "$f" >"$TMP/m.out" 2>"$TMP/m.err"
+	rc=$?
+	n=$(grep -cE '^[0-9]{10} ' "$TMP/m.out")
+	where=$TMP/m.$stream
+	if [ $rc -ne "$status" ]; then
+		fail "malformed-$name" "exit status $rc, expected $status: $(tail -n 1 "$TMP/m.out" "$TMP/m.err" | tr '\n' ' ')"
+	elif [ "$n" -ne "$events" ]; then
+		fail "malformed-$name" "$n events printed, expected $events"
+	elif ! grep -qE "$pattern" "$where"; then
+		fail "malformed-$name" "no line matching '$pattern' on std$stream: $(tail -n 1 "$where")"
+	elif [ "$status" -eq 1 ] && ! grep -q "memtrace-dump: .*$name.ctf: " "$TMP/m.err"; then
+		fail "malformed-$name" "no error message on stderr"
+	elif [ "$status" -eq 0 ] && ! tail -n 1 "$TMP/m.out" | grep -q '^summary events=0 '; then
+		fail "malformed-$name" "a skipped packet must still end with the summary line"
+	else
+		pass "malformed-$name"
+	fi
+done < <(verdicts)
+
+# missing-location: the undescribed code prints as <unknown>, counted in the summary.
+if "$DUMP" "$REF/malformed/missing-location.ctf" 2>/dev/null | grep -q '^summary .* unknown_codes=637 ' &&
+   "$DUMP" "$REF/malformed/missing-location.ctf" 2>/dev/null | grep -q '^0000007222 alloc id=0 .*<unknown>'; then
+	pass malformed-missing-location-unknown-frames
+else
+	fail malformed-missing-location-unknown-frames "no <unknown> frame or unknown_codes=637 in the summary"
+fi
+
+# Command-line errors: exit 1 and a message saying what is wrong.
+cli() { # NAME PATTERN ARGS...
+	local name=$1 pattern=$2; shift 2
+	"$DUMP" "$@" >"$TMP/c.out" 2>"$TMP/c.err"
+	local rc=$?
+	if [ $rc -eq 1 ] && grep -qE "$pattern" "$TMP/c.err"; then pass "$name"
+	else fail "$name" "status $rc, stderr: $(head -n 1 "$TMP/c.err")"; fi
+}
+cli dump-missing-file "cannot open .*/nonexistent.ctf: No such file" "$TMP/nonexistent.ctf"
+cli dump-directory "Is a directory|read error" "$TMP"
+cli dump-bad-option "unknown option '--bogus'" --bogus "$REF/v2-synth.ctf"
+cli dump-no-file "no trace file given"
+cli dump-two-files "more than one file" "$REF/v2-synth.ctf" "$REF/v2-deep-r1e-3.ctf"
+: >"$TMP/empty.ctf"
+cli dump-empty-file "malformed trace: .*the input is empty" "$TMP/empty.ctf"
+head -c 40 "$REF/v2-synth.ctf" >"$TMP/short.ctf"
+cli dump-short-file "buffer underflow at position 40 \(packet 0 at byte 40" "$TMP/short.ctf"
+exit 0

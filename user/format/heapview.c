@@ -242,13 +242,13 @@ void hv_free(hv_heap *h)
 
 /* Checks that every frame the trie did not know yet has a location event before its use
  * (G18: every consumer that resolves codes needs it). */
-static int check_code(hv_heap *h, uint64_t code, uint64_t id, char **err)
+static int check_code(hv_heap *h, const char *path, uint64_t code, uint64_t id, char **err)
 {
 	const mt_location *locs;
 	if (mt_reader_lookup(h->reader, code, &locs) >= 0) return 0;
-	*err = xstrdup_printf("malformed trace: allocation %llu references location code %llu, "
+	*err = xstrdup_printf("%s: malformed trace: allocation %llu references location code %llu, "
 			      "which no earlier location event describes",
-			      (unsigned long long)id, (unsigned long long)code);
+			      path, (unsigned long long)id, (unsigned long long)code);
 	return -1;
 }
 
@@ -314,7 +314,7 @@ hv_heap *hv_load(const char *path, const hv_options *opt, char **err)
 			uint32_t before = h->nnodes;
 			int64_t child = node_child(h, path_nodes[i], ev.backtrace[i]);
 			if (child < 0) { free(path_nodes); goto oom; }
-			if (h->nnodes != before && check_code(h, ev.backtrace[i], ev.id, err) < 0) {
+			if (h->nnodes != before && check_code(h, path, ev.backtrace[i], ev.id, err) < 0) {
 				free(path_nodes);
 				goto fail;
 			}
@@ -346,6 +346,11 @@ hv_heap *hv_load(const char *path, const hv_options *opt, char **err)
 				      path, h->warning);
 		goto fail;
 	}
+	/* Sums of freed blocks leave rounding dust behind: nothing live means exactly 0. */
+	for (uint32_t i = 0; i < h->nnodes; i++)
+		if (!h->nodes[i].counts.live_events)
+			h->nodes[i].counts.live_bytes = h->nodes[i].counts.live_objects = 0;
+	if (!h->total.live_events) h->total.live_bytes = h->total.live_objects = 0;
 	/* The live table is not needed any more: only the per-context sums are. */
 	free(h->live);
 	h->live = NULL;

@@ -1,11 +1,13 @@
 /* micro_alloc: the micro-benchmark workload. A malloc/free loop that times itself.
  *
- *   micro_alloc [--mode 32|mix] [--iters N] [--cpu C] [--wait-probes] [--timeout S]
+ *   micro_alloc [--mode 32|mix] [--iters N] [--cpu C] [--warmup-ms MS] [--wait-probes] [--timeout S]
  *
  * Pins itself to CPU C (default 0), then with --wait-probes prints "ready pid=PID" and waits
  * until a tracer has attached (a uprobe rewrites the first bytes of malloc and of free in this
  * process's copy of libc, which we can see) or SIGUSR1 arrives, then runs N malloc/free pairs
  * and prints "ns_per_pair=X" (CLOCK_MONOTONIC around the loop).
+ * --warmup-ms runs the loop untimed for that long first (heaptrack, preloaded, is slow for its
+ * first second or two while its interpreter process starts; attached tracers are not).
  * Modes: "32" = malloc(32)+free; "mix" = a ring of 256 live blocks, each iteration frees the
  * oldest and allocates a new one with a size from a fixed mix (16 B .. 4 KiB).
  * Exit status: 0 ok, 2 bad usage, 3 no tracer seen within the timeout. */
@@ -97,20 +99,22 @@ int main(int argc, char **argv)
 	const char *mode = "32";
 	long iters = 100000;
 	int cpu = 0, wait = 0;
-	double timeout_s = 120;
+	double timeout_s = 120, warmup_ms = 0;
 	static const struct option opts[] = {
 		{ "mode", required_argument, 0, 'm' },  { "iters", required_argument, 0, 'n' },
 		{ "cpu", required_argument, 0, 'c' },   { "wait-probes", no_argument, 0, 'w' },
-		{ "timeout", required_argument, 0, 't' }, { 0, 0, 0, 0 },
+		{ "timeout", required_argument, 0, 't' }, { "warmup-ms", required_argument, 0, 'W' },
+		{ 0, 0, 0, 0 },
 	};
-	for (int c; (c = getopt_long(argc, argv, "m:n:c:wt:", opts, NULL)) != -1;) {
+	for (int c; (c = getopt_long(argc, argv, "m:n:c:wt:W:", opts, NULL)) != -1;) {
 		switch (c) {
 		case 'm': mode = optarg; break;
 		case 'n': iters = strtol(optarg, NULL, 10); break;
 		case 'c': cpu = atoi(optarg); break;
 		case 'w': wait = 1; break;
 		case 't': timeout_s = atof(optarg); break;
-		default: fprintf(stderr, "usage: micro_alloc [--mode 32|mix] [--iters N] [--cpu C] [--wait-probes] [--timeout S]\n"); return 2;
+		case 'W': warmup_ms = atof(optarg); break;
+		default: fprintf(stderr, "usage: micro_alloc [--mode 32|mix] [--iters N] [--cpu C] [--warmup-ms MS] [--wait-probes] [--timeout S]\n"); return 2;
 		}
 	}
 	if (iters <= 0 || (strcmp(mode, "32") && strcmp(mode, "mix"))) {
@@ -124,9 +128,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "micro_alloc: cannot pin to CPU %d: %s (running unpinned)\n", cpu, strerror(errno));
 	signal(SIGUSR1, on_usr1);
 	/* Warm the allocator (first-touch page faults) before anything is timed. */
-	(strcmp(mode, "32") ? run_mix : run_32)(1000);
+	double (*run)(long) = strcmp(mode, "32") ? run_mix : run_32;
+	double warm_start = now_ns();
+	do run(1000);
+	while (now_ns() - warm_start < warmup_ms * 1e6);
 	if (wait && wait_for_probes(timeout_s)) return 3;
-	double per = (strcmp(mode, "32") ? run_mix : run_32)(iters);
+	double per = run(iters);
 	printf("ns_per_pair=%.1f\n", per);
 	return 0;
 }

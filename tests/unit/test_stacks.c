@@ -1,0 +1,368 @@
+/* Unwinding and symbolizing real processes (no BPF): the workloads tests/targets/stacks_*.c
+ * stop themselves in fake_alloc(), whose stack at the stop is the one a probe at an
+ * allocation function's entry sees. We read their registers with ptrace and 16 KiB of their
+ * stack with process_vm_readv, as the BPF side would, then unwind + symbolize with stacks.h. */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "demangle.h"
+#include "stacks.h"
+
+#define STACK_COPY 16384
+#define MAX_CODES 256
+
+struct sample {
+	uint64_t regs[STACKS_NREGS];
+	uint8_t stack[STACK_COPY];
+	size_t stack_len;
+};
+
+static char build_dir[PATH_MAX]; /* .../build (from /proc/self/exe) */
+static char src_dir[PATH_MAX];   /* the source tree: build_dir/.. */
+
+static void find_dirs(void)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	exe[n > 0 ? n : 0] = '\0';
+	/* exe = BUILD/tests/unit/test_stacks */
+	for (int i = 0; i < 3; i++) {
+		char *slash = strrchr(exe, '/');
+		if (slash)
+			*slash = '\0';
+	}
+	snprintf(build_dir, sizeof build_dir, "%s", exe);
+	char *slash = strrchr(exe, '/');
+	if (slash)
+		*slash = '\0';
+	snprintf(src_dir, sizeof src_dir, "%s", exe);
+}
+
+/* Line of the "CALL:name" marker comment in a workload source, 0 if absent. */
+static int marker_line(const char *source, const char *name)
+{
+	char path[PATH_MAX + 64], want[128], line[512];
+	snprintf(path, sizeof path, "%s/tests/targets/%s", src_dir, source);
+	snprintf(want, sizeof want, "/* CALL:%s */", name);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	int no = 0, found = 0;
+	while (fgets(line, sizeof line, f)) {
+		no++;
+		if (strstr(line, want)) {
+			found = no;
+			break;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+static pid_t spawn(const char *name)
+{
+	char path[PATH_MAX + 64];
+	snprintf(path, sizeof path, "%s/tests/targets/%s", build_dir, name);
+	if (access(path, X_OK) != 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		execl(path, path, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Waits for the workload's next self-stop. */
+static int wait_stop(pid_t pid)
+{
+	int st;
+	if (waitpid(pid, &st, WUNTRACED) != pid)
+		return -1;
+	return WIFSTOPPED(st) ? 0 : -1;
+}
+
+/* Registers (DWARF order) and the stack from rsp, as the BPF side captures them. */
+static int capture(pid_t pid, struct sample *s)
+{
+	if (ptrace(PTRACE_SEIZE, pid, 0, 0) != 0)
+		return -1;
+	ptrace(PTRACE_INTERRUPT, pid, 0, 0);
+	int st;
+	do {
+		if (waitpid(pid, &st, __WALL) != pid) {
+			ptrace(PTRACE_DETACH, pid, 0, 0);
+			return -1;
+		}
+	} while (!WIFSTOPPED(st));
+	struct user_regs_struct r;
+	int rc = ptrace(PTRACE_GETREGS, pid, 0, &r);
+	ptrace(PTRACE_DETACH, pid, 0, 0);
+	if (rc != 0)
+		return -1;
+	const uint64_t dwarf_order[STACKS_NREGS] = {r.rax, r.rdx, r.rcx, r.rbx, r.rsi, r.rdi,
+						    r.rbp, r.rsp, r.r8,  r.r9,  r.r10, r.r11,
+						    r.r12, r.r13, r.r14, r.r15, r.rip};
+	memcpy(s->regs, dwarf_order, sizeof dwarf_order);
+	struct iovec local = {s->stack, STACK_COPY}, remote = {(void *)(uintptr_t)r.rsp, STACK_COPY};
+	ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+	if (n <= 0)
+		return -1;
+	s->stack_len = (size_t)n;
+	return 0;
+}
+
+static void resume(pid_t pid)
+{
+	kill(pid, SIGCONT);
+}
+
+/* Location list of a code, with n (or -1). */
+static int locs_of(struct stacks *st, uint64_t code, const mt_location **locs)
+{
+	*locs = NULL;
+	return stacks_locations(st, code, locs);
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t a = s ? strlen(s) : 0, b = strlen(suffix);
+	return s && a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* Does code have exactly one location: defname in file ending with src, at marker's line? */
+static int is_frame(struct stacks *st, uint64_t code, const char *defname, const char *src,
+		    const char *marker)
+{
+	const mt_location *l;
+	int n = locs_of(st, code, &l);
+	return n == 1 && strcmp(l[0].defname, defname) == 0 && ends_with(l[0].filename, src) &&
+	       (int)l[0].line == marker_line(src, marker);
+}
+
+static void describe(struct stacks *st, const uint64_t *codes, int n)
+{
+	for (int i = 0; i < n; i++) {
+		const mt_location *l;
+		int k = locs_of(st, codes[i], &l);
+		printf("  #%-2d %016llx", i, (unsigned long long)codes[i]);
+		for (int j = 0; j < k; j++)
+			printf("%s %s %s:%u:%u", j ? " >" : "", l[j].defname, l[j].filename, l[j].line,
+			       l[j].start_char);
+		printf("\n");
+	}
+}
+
+static int codes_equal(const uint64_t *a, int na, const uint64_t *b, int nb)
+{
+	return na == nb && memcmp(a, b, sizeof(*a) * (size_t)na) == 0;
+}
+
+static void test_demangle(void)
+{
+	char *cxx = demangle_symbol("_ZN6shapes3BoxIiE4growEi");
+	CHECKF("demangle_cxx", cxx && strcmp(cxx, "shapes::Box<int>::grow(int)") == 0, "got %s",
+	       cxx ? cxx : "NULL");
+	free(cxx);
+	char *rust = demangle_symbol("_RNvCs1234_7mycrate3foo");
+	CHECKF("demangle_rust_v0", rust && strcmp(rust, "mycrate::foo") == 0, "got %s",
+	       rust ? rust : "NULL");
+	free(rust);
+	char *c = demangle_symbol("main");
+	CHECK("demangle_c_name_left_alone", c == NULL);
+	free(c);
+}
+
+static void test_open_errors(void)
+{
+	char err[256] = "";
+	struct stacks *s = stacks_open(999999999, err, sizeof err);
+	CHECKF("open_bad_pid_fails_with_message", !s && strstr(err, "999999999"), "err=%s", err);
+	stacks_close(s);
+	s = stacks_open(-3, err, sizeof err);
+	CHECKF("open_negative_pid_fails", !s && err[0], "err=%s", err);
+}
+
+static struct sample s1, s2, s3;
+
+static void test_deep(void)
+{
+	const char *src = "stacks_deep.c";
+	pid_t pid = spawn("stacks_deep");
+	if (pid < 0) {
+		printf("FAIL deep_workload: build/tests/targets/stacks_deep missing\n");
+		check_failures++;
+		return;
+	}
+	int ok = wait_stop(pid) == 0 && capture(pid, &s1) == 0;
+	CHECKF("deep_capture_sample1", ok, "errno %s", strerror(errno));
+	char err[256] = "";
+	struct stacks *st = ok ? stacks_open(pid, err, sizeof err) : NULL;
+	CHECKF("deep_stacks_open", st, "%s", err);
+	if (!st) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return;
+	}
+	resume(pid);
+	ok = wait_stop(pid) == 0 && capture(pid, &s2) == 0;
+	CHECK("deep_capture_sample2", ok);
+	resume(pid);
+	ok = wait_stop(pid) == 0 && capture(pid, &s3) == 0;
+	CHECK("deep_capture_sample3_libc", ok);
+
+	uint64_t c1[MAX_CODES], c2[MAX_CODES], again[MAX_CODES];
+	int n1 = stacks_unwind(st, pid, s1.regs, s1.stack, s1.stack_len, c1, MAX_CODES);
+	printf("sample 1 (%zu bytes of stack):\n", s1.stack_len);
+	describe(st, c1, n1);
+
+	/* recurse(0) calls fake_alloc; recurse(1..4) call recurse; then level3, level2 with the
+	 * inlined helper, level1, main, and libc's start code. */
+	CHECKF("deep_frame_count", n1 >= 10 && n1 <= 14, "n=%d", n1);
+	if (n1 < 10)
+		goto out;
+	CHECK("deep_caller_of_alloc_first", is_frame(st, c1[0], "recurse", src, "fake_alloc"));
+	int rec_ok = 1;
+	for (int i = 1; i <= 4; i++)
+		rec_ok &= is_frame(st, c1[i], "recurse", src, "recurse");
+	CHECK("deep_recursion_frames", rec_ok);
+	CHECK("deep_same_pc_same_code", c1[1] == c1[2] && c1[2] == c1[3] && c1[3] == c1[4] &&
+						c1[0] != c1[1]);
+	CHECK("deep_level3", is_frame(st, c1[5], "level3", src, "level3"));
+	const mt_location *l;
+	int nl = locs_of(st, c1[6], &l);
+	CHECKF("deep_inlined_frame_outermost_first",
+	       nl == 2 && strcmp(l[0].defname, "level2") == 0 &&
+		       (int)l[0].line == marker_line(src, "level2") && ends_with(l[0].filename, src) &&
+		       strcmp(l[1].defname, "inline_helper") == 0 &&
+		       (int)l[1].line == marker_line(src, "inline_helper") &&
+		       ends_with(l[1].filename, src),
+	       "nlocs=%d", nl);
+	CHECK("deep_columns_known", nl == 2 && l[0].start_char > 0 && l[1].start_char > 0);
+	CHECK("deep_level1", is_frame(st, c1[7], "level1", src, "level1"));
+	CHECK("deep_main", is_frame(st, c1[8], "main", src, "main"));
+	int outer_ok = 1;
+	for (int i = 9; i < n1; i++) {
+		nl = locs_of(st, c1[i], &l);
+		outer_ok &= nl >= 1 && !ends_with(l[nl - 1].filename, src) &&
+			    strcmp(l[nl - 1].filename, STACKS_TRUNCATED_FILE) != 0;
+	}
+	CHECK("deep_main_at_outer_end", outer_ok);
+	int range_ok = 1;
+	for (int i = 0; i < n1; i++)
+		range_ok &= c1[i] != 0 && c1[i] < (UINT64_C(1) << 62);
+	CHECK("deep_codes_in_range", range_ok);
+
+	struct stacks_stats before, after;
+	stacks_get_stats(st, &before);
+	int na = stacks_unwind(st, pid, s1.regs, s1.stack, s1.stack_len, again, MAX_CODES);
+	stacks_get_stats(st, &after);
+	CHECK("deep_same_sample_same_codes", codes_equal(c1, n1, again, na));
+	CHECKF("deep_known_pcs_not_resymbolized", after.codes == before.codes, "%llu -> %llu",
+	       (unsigned long long)before.codes, (unsigned long long)after.codes);
+
+	int n2 = stacks_unwind(st, pid, s2.regs, s2.stack, s2.stack_len, c2, MAX_CODES);
+	CHECK("deep_second_sample_stable_codes", codes_equal(c1, n1, c2, n2));
+
+	stacks_refresh(st);
+	na = stacks_unwind(st, pid, s1.regs, s1.stack, s1.stack_len, again, MAX_CODES);
+	CHECK("deep_codes_stable_across_refresh", codes_equal(c1, n1, again, na));
+
+	/* A copy too short for the whole stack: the frames it holds, then the marker. */
+	int nt = stacks_unwind(st, pid, s1.regs, s1.stack, 96, again, MAX_CODES);
+	printf("sample 1 with a 96-byte copy:\n");
+	describe(st, again, nt);
+	nl = nt > 0 ? locs_of(st, again[nt - 1], &l) : -1;
+	CHECKF("truncated_marker_last",
+	       nt >= 2 && nt < n1 && nl == 1 && strcmp(l[0].filename, STACKS_TRUNCATED_FILE) == 0 &&
+		       strstr(l[0].defname, "truncated at 96 bytes"),
+	       "n=%d", nt);
+	CHECK("truncated_prefix_matches", nt >= 2 && codes_equal(c1, nt - 1, again, nt - 1));
+	nt = stacks_unwind(st, pid, s1.regs, s1.stack, 0, again, MAX_CODES);
+	nl = nt == 1 ? locs_of(st, again[0], &l) : -1;
+	CHECK("empty_copy_only_marker", nt == 1 && nl == 1 &&
+						strcmp(l[0].filename, STACKS_TRUNCATED_FILE) == 0);
+	nt = stacks_unwind(st, pid, s1.regs, s1.stack, s1.stack_len, again, 3);
+	CHECK("max_codes_respected", nt == 3 && codes_equal(c1, 3, again, 3));
+
+	/* Through libc: qsort's internals, all DWARF CFI, no frame pointers. */
+	int n3 = stacks_unwind(st, pid, s3.regs, s3.stack, s3.stack_len, c2, MAX_CODES);
+	printf("sample 3 (through qsort):\n");
+	describe(st, c2, n3);
+	CHECK("libc_compare_first", n3 > 3 && is_frame(st, c2[0], "compare", src, "compare"));
+	int via = -1, libc_named = 0;
+	for (int i = 1; i < n3; i++) {
+		if (via < 0 && is_frame(st, c2[i], "via_libc", src, "via_libc"))
+			via = i;
+		nl = locs_of(st, c2[i], &l);
+		if (via < 0 && nl >= 1 && (strstr(l[0].defname, "qsort") || strstr(l[0].defname, "msort")))
+			libc_named++;
+	}
+	CHECKF("libc_frames_symbolized", via > 1 && libc_named >= 1, "via_libc at %d, %d qsort frames",
+	       via, libc_named);
+	CHECK("libc_back_in_main",
+	      via > 0 && via + 1 < n3 && is_frame(st, c2[via + 1], "main", src, "main_libc"));
+
+	CHECK("locations_unknown_code", locs_of(st, 12345, &l) == -1);
+	struct stacks_stats stats;
+	stacks_get_stats(st, &stats);
+	printf("stats: samples=%llu frames=%llu codes=%llu truncated=%llu errors=%llu\n",
+	       (unsigned long long)stats.samples, (unsigned long long)stats.frames,
+	       (unsigned long long)stats.codes, (unsigned long long)stats.truncated,
+	       (unsigned long long)stats.unwind_errors);
+out:
+	stacks_close(st);
+	resume(pid);
+	int status = 0;
+	waitpid(pid, &status, 0);
+	CHECKF("deep_workload_exits_cleanly", WIFEXITED(status), "status 0x%x", status);
+}
+
+static void test_cpp(void)
+{
+	pid_t pid = spawn("stacks_cpp");
+	if (pid < 0) {
+		printf("SKIP cpp_demangled_frame: no C++ workload (g++ missing?)\n");
+		return;
+	}
+	int ok = wait_stop(pid) == 0 && capture(pid, &s1) == 0;
+	char err[256] = "";
+	struct stacks *st = ok ? stacks_open(pid, err, sizeof err) : NULL;
+	CHECKF("cpp_capture", st, "%s", err);
+	if (st) {
+		uint64_t c[MAX_CODES];
+		int n = stacks_unwind(st, pid, s1.regs, s1.stack, s1.stack_len, c, MAX_CODES);
+		describe(st, c, n);
+		const mt_location *l;
+		int nl = n > 0 ? locs_of(st, c[0], &l) : -1;
+		CHECKF("cpp_demangled_frame",
+		       nl >= 1 && strcmp(l[0].defname, "shapes::Box<int>::grow(int)") == 0 &&
+			       (int)l[0].line == marker_line("stacks_cpp.cc", "grow"),
+		       "n=%d defname=%s", n, nl >= 1 ? l[0].defname : "-");
+		stacks_close(st);
+	}
+	resume(pid);
+	waitpid(pid, NULL, 0);
+}
+
+int main(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	find_dirs();
+	test_demangle();
+	test_open_errors();
+	test_deep();
+	test_cpp();
+	return CHECK_DONE();
+}

@@ -1,0 +1,147 @@
+/* Choosing probe sites the x86-64 kernel emulates instead of single-stepping.
+ *
+ * A uprobe hit traps (int3). The kernel then either emulates the original instruction
+ * (arch/x86/kernel/uprobes.c: branch_setup_xol_ops for nop/jmp/call/jcc, push_setup_xol_ops
+ * for push reg) or copies it to an out-of-line slot and single-steps it, a second trap: on
+ * this machine an emulated hit costs ~6-7 us, a single-stepped one ~24 us (kernel-facts.md).
+ *
+ * Allocating functions need a return probe, which must be planted at the entry (the return
+ * address is at [rsp] only there), so they are probed at their entry whatever it is. free needs
+ * no return probe: glibc's free starts with `test %rdi,%rdi` (single-stepped) then `je`; the
+ * instruction after the branch (free+9 in glibc 2.36, a `push %rbp`) is emulated, and free(NULL)
+ * then never traps at all. %rdi is unchanged there, so the probe still sees the pointer. */
+#include <capstone/capstone.h>
+#include <string.h>
+
+#include "allocsyms.h"
+
+/* Legacy prefixes the kernel refuses outright (is_prefix_bad): no uprobe can go there. */
+static bool prefix_is_bad(uint8_t b)
+{
+	return b == 0x26 || b == 0x2e || b == 0x36 || b == 0x3e || b == 0xf0;
+}
+
+static bool is_legacy_prefix(uint8_t b)
+{
+	return prefix_is_bad(b) || b == 0x64 || b == 0x65 || b == 0x66 || b == 0x67 || b == 0xf2 ||
+	       b == 0xf3;
+}
+
+bool probe_insn_emulated(const uint8_t *insn, size_t len)
+{
+	size_t i = 0;
+	bool opsize = false, rep = false;
+	uint8_t rex = 0;
+
+	while (i < len && is_legacy_prefix(insn[i])) {
+		if (prefix_is_bad(insn[i])) return false;
+		if (insn[i] == 0x66) opsize = true;
+		if (insn[i] == 0xf3) rep = true;
+		i++;
+	}
+	if (i < len && (insn[i] & 0xf0) == 0x40) rex = insn[i++];
+	if (i >= len) return false;
+	uint8_t op = insn[i];
+
+	/* nop: "prefix* + nop; same as jmp with .offs = 0". 41 90 is xchg %eax,%r8d and f3 90 is
+	 * pause, not nops. Multi-byte nops (0f 1f) are emulated only by kernels with
+	 * insn_is_nop(); counted as single-stepped to stay on the safe side. */
+	if (op == 0x90) return !(rex & 1) && !rep;
+
+	/* Branches: jmp rel8/rel32, call rel32, jcc rel8/rel32; a 0x66 prefix is rejected. */
+	bool branch = op == 0xeb || op == 0xe9 || op == 0xe8 || (op >= 0x70 && op <= 0x7f) ||
+	              (op == 0x0f && i + 1 < len && insn[i + 1] >= 0x80 && insn[i + 1] <= 0x8f);
+	if (branch) return !opsize;
+
+	/* push reg: one byte, or two with exactly the REX prefix 0x41 (push %r8..%r15). */
+	if (op >= 0x50 && op <= 0x57) return len == 1 || (len == 2 && i == 1 && rex == 0x41);
+	return false;
+}
+
+static bool is_endbr64(const cs_insn *in)
+{
+	static const uint8_t endbr64[4] = { 0xf3, 0x0f, 0x1e, 0xfa };
+	return in->size == 4 && memcmp(in->bytes, endbr64, 4) == 0;
+}
+
+static bool is_test_rdi_rdi(const cs_insn *in)
+{
+	if (in->id != X86_INS_TEST || !in->detail) return false;
+	const cs_x86 *x = &in->detail->x86;
+	return x->op_count == 2 && x->operands[0].type == X86_OP_REG &&
+	       x->operands[0].reg == X86_REG_RDI && x->operands[1].type == X86_OP_REG &&
+	       x->operands[1].reg == X86_REG_RDI;
+}
+
+static bool is_direct_je(const cs_insn *in)
+{
+	return in->id == X86_INS_JE && in->detail && in->detail->x86.op_count == 1 &&
+	       in->detail->x86.operands[0].type == X86_OP_IMM;
+}
+
+/* Does any direct jump or call decoded in the function land on target? Then a probe there
+ * would also fire on that path (e.g. a loop back), so it is not "the entry after the NULL
+ * test". Linear sweep; it stops at the first byte capstone cannot decode. */
+static bool function_branches_to(csh cs, const uint8_t *code, size_t len, uint64_t vaddr,
+                                 uint64_t target)
+{
+	cs_insn *in = cs_malloc(cs);
+	const uint8_t *p = code;
+	size_t left = len;
+	uint64_t addr = vaddr;
+	bool found = false;
+	if (!in) return true;   /* cannot check: be conservative */
+	while (!found && cs_disasm_iter(cs, &p, &left, &addr, in)) {
+		if (!in->detail) continue;
+		bool is_branch = false;
+		for (int g = 0; g < in->detail->groups_count; g++) {
+			uint8_t grp = in->detail->groups[g];
+			if (grp == CS_GRP_JUMP || grp == CS_GRP_CALL) is_branch = true;
+		}
+		const cs_x86 *x = &in->detail->x86;
+		if (is_branch && x->op_count == 1 && x->operands[0].type == X86_OP_IMM &&
+		    (uint64_t)x->operands[0].imm == target)
+			found = true;
+	}
+	cs_free(in, 1);
+	return found;
+}
+
+uint64_t probe_site_choose(enum alloc_fn fn, const uint8_t *code, size_t len,
+                           uint64_t entry_vaddr, uint64_t fn_size, bool *emulated)
+{
+	csh cs;
+	cs_insn *insns = NULL;
+	uint64_t chosen = 0;
+	bool chosen_emulated = false;
+
+	if (emulated) *emulated = false;
+	if (!code || len == 0) return 0;
+	if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK) return 0;
+	cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
+
+	size_t head = len < 64 ? len : 64;
+	size_t n = cs_disasm(cs, code, head, entry_vaddr, 4, &insns);
+	if (n == 0) goto out;   /* unknown code: the entry, single-stepped */
+	chosen_emulated = probe_insn_emulated(insns[0].bytes, insns[0].size);
+	if (fn != AF_FREE) goto out;
+
+	size_t i = 0;
+	if (i < n && is_endbr64(&insns[i])) i++;
+	if (!(i < n && is_test_rdi_rdi(&insns[i]))) goto out;
+	i++;
+	if (!(i < n && is_direct_je(&insns[i]))) goto out;
+	i++;
+	if (i >= n) goto out;
+	const cs_insn *next = &insns[i];
+	if (!probe_insn_emulated(next->bytes, next->size)) goto out;
+	size_t fn_len = fn_size && fn_size < len ? fn_size : len;
+	if (function_branches_to(cs, code, fn_len, entry_vaddr, next->address)) goto out;
+	chosen = next->address - entry_vaddr;
+	chosen_emulated = true;
+out:
+	if (insns) cs_free(insns, n);
+	cs_close(&cs);
+	if (emulated) *emulated = chosen_emulated;
+	return chosen;
+}

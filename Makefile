@@ -89,6 +89,13 @@ $(BUILD)/tests/targets/%: tests/targets/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -fomit-frame-pointer -pthread $< -o $@ -ldl
 
+# C++ test workloads (tests/targets/X.cc), built the same way.
+CXX_TARGETS := $(patsubst tests/targets/%.cc,$(BUILD)/tests/targets/%,$(wildcard tests/targets/*.cc))
+all: $(CXX_TARGETS)
+$(BUILD)/tests/targets/%: tests/targets/%.cc
+	@mkdir -p $(dir $@)
+	$(CXX) -O2 -g -fomit-frame-pointer -pthread $< -o $@ -ldl
+
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FMT_SRCS)
 	@mkdir -p $(dir $@)
 	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iuser/format $^ -o $@ -lz -lm
@@ -117,7 +124,7 @@ clean:
 # Debian packages: build, tests (sanitizers, fuzzing), benchmarks. Only the missing ones are
 # installed, so `make test` on a ready machine does not touch apt.
 DEPS := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libcapstone-dev zlib1g-dev \
-        pkg-config libclang-rt-14-dev binutils procps libiberty-dev
+        pkg-config libclang-rt-14-dev binutils procps libiberty-dev g++
 deps:
 	@missing=$$(for p in $(DEPS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

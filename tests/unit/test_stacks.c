@@ -333,7 +333,8 @@ static void test_cpp(void)
 {
 	pid_t pid = spawn("stacks_cpp");
 	if (pid < 0) {
-		printf("SKIP cpp_demangled_frame: no C++ workload (g++ missing?)\n");
+		printf("FAIL cpp_demangled_frame: build/tests/targets/stacks_cpp missing (make all builds it)\n");
+		check_failures++;
 		return;
 	}
 	int ok = wait_stop(pid) == 0 && capture(pid, &s1) == 0;

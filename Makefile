@@ -124,7 +124,8 @@ clean:
 # Debian packages: build, tests (sanitizers, fuzzing), benchmarks. Only the missing ones are
 # installed, so `make test` on a ready machine does not touch apt.
 DEPS := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libcapstone-dev zlib1g-dev \
-        pkg-config libclang-rt-14-dev binutils procps libiberty-dev g++
+        pkg-config libclang-rt-14-dev binutils procps libiberty-dev g++ \
+        libprotobuf-c-dev protobuf-c-compiler chromium golang-go nodejs
 deps:
 	@missing=$$(for p in $(DEPS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -132,6 +133,18 @@ deps:
 		[ "$$(id -u)" = 0 ] || { echo "make deps: need root to install:" $$missing >&2; exit 1; }; \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
 	fi
+
+# memtrace-pprof: protobuf-c code generated from pprof's schema (user/tools/profile.proto).
+$(BUILD)/gen/profile.pb-c.c $(BUILD)/gen/profile.pb-c.h &: user/tools/profile.proto
+	@mkdir -p $(BUILD)/gen
+	protoc-c --proto_path=user/tools --c_out=$(BUILD)/gen $<
+$(BUILD)/obj/user/tools/memtrace-pprof.o: $(BUILD)/gen/profile.pb-c.h
+$(BUILD)/obj/user/tools/memtrace-pprof.o: CFLAGS += -I$(BUILD)/gen
+$(BUILD)/bin/memtrace-pprof: $(BUILD)/obj/gen/profile.pb-c.o
+$(BUILD)/bin/memtrace-pprof: LDLIBS_FMT += -lprotobuf-c
+$(BUILD)/obj/gen/profile.pb-c.o: $(BUILD)/gen/profile.pb-c.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(BUILD)/gen -c $< -o $@
 
 # Benchmark programs: bench/X.c -> build/bench/X (linked like the unit tests).
 BENCH_SRCS := $(wildcard bench/*.c)

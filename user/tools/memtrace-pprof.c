@@ -1,0 +1,417 @@
+/* memtrace-pprof: a trace as a gzipped pprof profile (google/pprof's profile.proto), with
+ * sample types alloc_objects/count, alloc_space/bytes, inuse_objects/count and
+ * inuse_space/bytes (inuse = live at the end of the trace or of --to), estimated from the
+ * samples as heapview.h describes. One pprof Location per location code; its inlined source
+ * locations are several Lines of that Location, innermost first. The trace carries no
+ * build ids or addresses, so there is one mapping: the traced executable. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "heapview.h"
+#include "profile.pb-c.h"
+
+typedef Perftools__Profiles__Profile Profile;
+typedef Perftools__Profiles__ValueType ValueType;
+typedef Perftools__Profiles__Sample Sample;
+typedef Perftools__Profiles__Mapping Mapping;
+typedef Perftools__Profiles__Location Location;
+typedef Perftools__Profiles__Line Line;
+typedef Perftools__Profiles__Function Function;
+
+static void *xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size);
+	if (!p) {
+		fprintf(stderr, "memtrace-pprof: out of memory\n");
+		exit(1);
+	}
+	return p;
+}
+
+static void *xrealloc(void *p, size_t size)
+{
+	p = realloc(p, size ? size : 1);
+	if (!p) {
+		fprintf(stderr, "memtrace-pprof: out of memory\n");
+		exit(1);
+	}
+	return p;
+}
+
+/* ---------------------------------------------------------------- u64 -> u32 map */
+
+typedef struct u64map {
+	uint64_t *keys;
+	uint32_t *vals; /* value + 1; 0 = empty */
+	size_t cap, n;
+} u64map;
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	return x;
+}
+
+static void map_put(u64map *m, uint64_t key, uint32_t val);
+
+static void map_grow(u64map *m)
+{
+	u64map old = *m;
+	m->cap = m->cap ? m->cap * 2 : 1024;
+	m->n = 0;
+	m->keys = xcalloc(m->cap, sizeof *m->keys);
+	m->vals = xcalloc(m->cap, sizeof *m->vals);
+	for (size_t i = 0; i < old.cap; i++)
+		if (old.vals[i]) map_put(m, old.keys[i], old.vals[i] - 1);
+	free(old.keys);
+	free(old.vals);
+}
+
+/* Returns the value + 1 stored for key, or 0. */
+static uint32_t map_get(const u64map *m, uint64_t key)
+{
+	if (!m->cap) return 0;
+	for (size_t j = mix64(key) & (m->cap - 1);; j = (j + 1) & (m->cap - 1)) {
+		if (!m->vals[j]) return 0;
+		if (m->keys[j] == key) return m->vals[j];
+	}
+}
+
+static void map_put(u64map *m, uint64_t key, uint32_t val)
+{
+	if ((m->n + 1) * 2 > m->cap) map_grow(m);
+	size_t j = mix64(key) & (m->cap - 1);
+	while (m->vals[j] && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
+	if (!m->vals[j]) m->n++;
+	m->keys[j] = key;
+	m->vals[j] = val + 1;
+}
+
+static void map_free(u64map *m)
+{
+	free(m->keys);
+	free(m->vals);
+}
+
+/* ---------------------------------------------------------------- string table */
+
+typedef struct strtab {
+	char **s;
+	size_t n, cap;
+	u64map index; /* hash of the string -> candidate index (collisions chained by probing) */
+} strtab;
+
+static uint64_t str_hash(const char *s)
+{
+	uint64_t x = 1469598103934665603ULL;
+	for (; *s; s++) x = (x ^ (unsigned char)*s) * 1099511628211ULL;
+	return x;
+}
+
+static int64_t intern(strtab *t, const char *s)
+{
+	/* probe hash, hash+1, ... until the string or a free key is found */
+	for (uint64_t k = str_hash(s);; k++) {
+		uint32_t v = map_get(&t->index, k);
+		if (!v) break;
+		if (!strcmp(t->s[v - 1], s)) return v - 1;
+	}
+	if (t->n == t->cap) {
+		t->cap = t->cap ? t->cap * 2 : 256;
+		t->s = xrealloc(t->s, t->cap * sizeof *t->s);
+	}
+	t->s[t->n] = strdup(s);
+	if (!t->s[t->n]) {
+		fprintf(stderr, "memtrace-pprof: out of memory\n");
+		exit(1);
+	}
+	uint64_t k = str_hash(s);
+	while (map_get(&t->index, k)) k++;
+	map_put(&t->index, k, t->n);
+	return t->n++;
+}
+
+/* ---------------------------------------------------------------- profile */
+
+typedef struct builder {
+	const hv_heap *h;
+	strtab strings;
+	Function **functions;
+	size_t nfunctions, cap_functions;
+	u64map function_of; /* (name << 32 | filename) -> index */
+	Location **locations;
+	size_t nlocations, cap_locations;
+	u64map location_of; /* location code -> index */
+} builder;
+
+static uint64_t function_id(builder *b, const char *name, const char *file)
+{
+	int64_t n = intern(&b->strings, name), f = intern(&b->strings, file);
+	uint64_t key = (uint64_t)n << 32 | (uint64_t)f;
+	uint32_t v = map_get(&b->function_of, key);
+	if (v) return v; /* ids are index + 1 */
+	if (b->nfunctions == b->cap_functions) {
+		b->cap_functions = b->cap_functions ? b->cap_functions * 2 : 256;
+		b->functions = xrealloc(b->functions, b->cap_functions * sizeof *b->functions);
+	}
+	Function *fn = xcalloc(1, sizeof *fn);
+	perftools__profiles__function__init(fn);
+	fn->id = b->nfunctions + 1;
+	fn->name = n;
+	fn->system_name = n;
+	fn->filename = f;
+	b->functions[b->nfunctions] = fn;
+	map_put(&b->function_of, key, b->nfunctions);
+	return ++b->nfunctions;
+}
+
+static uint64_t location_id(builder *b, uint64_t code)
+{
+	uint32_t v = map_get(&b->location_of, code);
+	if (v) return v;
+	if (b->nlocations == b->cap_locations) {
+		b->cap_locations = b->cap_locations ? b->cap_locations * 2 : 256;
+		b->locations = xrealloc(b->locations, b->cap_locations * sizeof *b->locations);
+	}
+	Location *loc = xcalloc(1, sizeof *loc);
+	perftools__profiles__location__init(loc);
+	loc->id = b->nlocations + 1;
+	loc->mapping_id = 1;
+	const mt_location *locs;
+	int n = hv_lookup(b->h, code, &locs);
+	if (n <= 0) {
+		char name[64];
+		snprintf(name, sizeof name, "?? (location code %#llx)", (unsigned long long)code);
+		loc->n_line = 1;
+		loc->line = xcalloc(1, sizeof *loc->line);
+		loc->line[0] = xcalloc(1, sizeof **loc->line);
+		perftools__profiles__line__init(loc->line[0]);
+		loc->line[0]->function_id = function_id(b, name, "");
+	} else {
+		/* pprof: inlined functions first, the caller last; the trace: outermost first */
+		loc->n_line = n;
+		loc->line = xcalloc(n, sizeof *loc->line);
+		for (int i = 0; i < n; i++) {
+			const mt_location *src = &locs[n - 1 - i];
+			Line *ln = xcalloc(1, sizeof *ln);
+			perftools__profiles__line__init(ln);
+			ln->function_id = function_id(b, hv_defname(src), hv_filename(src));
+			ln->line = src->line;
+			loc->line[i] = ln;
+		}
+	}
+	b->locations[b->nlocations] = loc;
+	map_put(&b->location_of, code, b->nlocations);
+	return ++b->nlocations;
+}
+
+static ValueType *value_type(builder *b, const char *type, const char *unit)
+{
+	ValueType *v = xcalloc(1, sizeof *v);
+	perftools__profiles__value_type__init(v);
+	v->type = intern(&b->strings, type);
+	v->unit = intern(&b->strings, unit);
+	return v;
+}
+
+static int64_t round_value(double v) { return v > 0 ? llround(v) : 0; }
+
+/* Builds the profile; every sample is a context with allocations of its own. */
+static void build(builder *b, Profile *p, const char *path)
+{
+	const hv_heap *h = b->h;
+	const mt_trace_info *info = hv_info(h);
+	intern(&b->strings, ""); /* string_table[0] */
+	p->n_sample_type = 4;
+	p->sample_type = xcalloc(4, sizeof *p->sample_type);
+	p->sample_type[0] = value_type(b, "alloc_objects", "count");
+	p->sample_type[1] = value_type(b, "alloc_space", "bytes");
+	p->sample_type[2] = value_type(b, "inuse_objects", "count");
+	p->sample_type[3] = value_type(b, "inuse_space", "bytes");
+	p->period_type = value_type(b, "space", "bytes");
+	p->period = round_value(hv_sample_bytes(info, 1));
+	p->time_nanos = (int64_t)(info->start_time_us * 1000);
+	p->duration_nanos = (int64_t)((hv_end_time_us(h) - info->start_time_us) * 1000);
+	p->default_sample_type = intern(&b->strings, "inuse_space"); /* like Go heap profiles */
+
+	char comment[512];
+	snprintf(comment, sizeof comment, "memtrace trace %s, pid %llu, sample rate %g per word; "
+		 "values estimated from samples", path, (unsigned long long)info->pid, info->sample_rate);
+	p->n_comment = 1;
+	p->comment = xcalloc(1, sizeof *p->comment);
+	p->comment[0] = intern(&b->strings, comment);
+
+	Mapping *m = xcalloc(1, sizeof *m);
+	perftools__profiles__mapping__init(m);
+	m->id = 1;
+	m->filename = intern(&b->strings, info->executable_name ? info->executable_name : "");
+	m->has_functions = m->has_filenames = m->has_line_numbers = m->has_inline_frames = 1;
+	p->n_mapping = 1;
+	p->mapping = xcalloc(1, sizeof *p->mapping);
+	p->mapping[0] = m;
+
+	uint32_t nctx = hv_context_count(h), max_depth = 0;
+	size_t nsamples = 0;
+	for (uint32_t c = 0; c < nctx; c++) {
+		if (hv_context_counts(h, c)->alloc_events) nsamples++;
+		if (hv_context_depth(h, c) > max_depth) max_depth = hv_context_depth(h, c);
+	}
+	uint64_t *codes = xcalloc(max_depth + 1, sizeof *codes);
+	p->sample = xcalloc(nsamples, sizeof *p->sample);
+	for (uint32_t c = 0; c < nctx; c++) {
+		const hv_counts *cc = hv_context_counts(h, c);
+		if (!cc->alloc_events) continue;
+		Sample *s = xcalloc(1, sizeof *s);
+		perftools__profiles__sample__init(s);
+		uint32_t depth = hv_context_stack(h, c, codes);
+		s->n_location_id = depth;
+		s->location_id = xcalloc(depth, sizeof *s->location_id);
+		for (uint32_t i = 0; i < depth; i++) /* leaf first */
+			s->location_id[i] = location_id(b, codes[depth - 1 - i]);
+		s->n_value = 4;
+		s->value = xcalloc(4, sizeof *s->value);
+		s->value[0] = round_value(cc->alloc_objects);
+		s->value[1] = round_value(cc->alloc_bytes);
+		s->value[2] = round_value(cc->live_objects);
+		s->value[3] = round_value(cc->live_bytes);
+		p->sample[p->n_sample++] = s;
+	}
+	free(codes);
+	p->n_location = b->nlocations;
+	p->location = b->locations;
+	p->n_function = b->nfunctions;
+	p->function = b->functions;
+	p->n_string_table = b->strings.n;
+	p->string_table = b->strings.s;
+}
+
+/* Frees what build() allocated (protobuf-c's free_unpacked is for unpacked messages only). */
+static void destroy(Profile *p, builder *b)
+{
+	for (size_t i = 0; i < p->n_sample_type; i++) free(p->sample_type[i]);
+	free(p->sample_type);
+	free(p->period_type);
+	free(p->comment);
+	for (size_t i = 0; i < p->n_mapping; i++) free(p->mapping[i]);
+	free(p->mapping);
+	for (size_t i = 0; i < p->n_sample; i++) {
+		free(p->sample[i]->location_id);
+		free(p->sample[i]->value);
+		free(p->sample[i]);
+	}
+	free(p->sample);
+	for (size_t i = 0; i < b->nlocations; i++) {
+		for (size_t k = 0; k < b->locations[i]->n_line; k++) free(b->locations[i]->line[k]);
+		free(b->locations[i]->line);
+		free(b->locations[i]);
+	}
+	free(b->locations);
+	for (size_t i = 0; i < b->nfunctions; i++) free(b->functions[i]);
+	free(b->functions);
+	for (size_t i = 0; i < b->strings.n; i++) free(b->strings.s[i]);
+	free(b->strings.s);
+	map_free(&b->strings.index);
+	map_free(&b->function_of);
+	map_free(&b->location_of);
+}
+
+static int write_gzip(const char *output, const uint8_t *buf, size_t len)
+{
+	gzFile gz = strcmp(output, "-") ? gzopen(output, "wb9") : gzdopen(dup(STDOUT_FILENO), "wb9");
+	if (!gz) {
+		fprintf(stderr, "memtrace-pprof: cannot open %s for writing\n", output);
+		return -1;
+	}
+	size_t done = 0;
+	while (done < len) {
+		unsigned chunk = len - done > (1u << 30) ? (1u << 30) : (unsigned)(len - done);
+		int n = gzwrite(gz, buf + done, chunk);
+		if (n <= 0) break;
+		done += (size_t)n;
+	}
+	int rc = gzclose(gz);
+	if (done != len || rc != Z_OK) {
+		fprintf(stderr, "memtrace-pprof: writing %s failed\n", output);
+		return -1;
+	}
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fputs("usage: memtrace-pprof [options] TRACE.ctf -o OUT.pb.gz\n"
+	      "  -o, --output FILE  the gzipped profile (\"-\" = standard output)\n"
+	      "  --from SEC, --to SEC  time window in seconds since trace start (inuse = live at\n"
+	      "                     the end of the window)\n"
+	      "  --lenient          skip packets the reader skips (with a warning) instead of failing\n"
+	      "Read it with: go tool pprof -top -sample_index=alloc_space OUT.pb.gz\n",
+	      f);
+}
+
+static int parse_number(const char *opt, const char *s, double *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (!*s || *end || !isfinite(v) || v < 0) {
+		fprintf(stderr, "memtrace-pprof: %s wants a number >= 0, not \"%s\"\n", opt, s);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "output", required_argument, 0, 'o' }, { "from", required_argument, 0, 'f' },
+		{ "to", required_argument, 0, 't' },     { "lenient", no_argument, 0, 'L' },
+		{ "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
+	};
+	hv_options opt = { .from_s = 0, .to_s = -1 };
+	const char *output = NULL;
+	int c;
+	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o': output = optarg; break;
+		case 'f': if (parse_number("--from", optarg, &opt.from_s)) return 2; break;
+		case 't': if (parse_number("--to", optarg, &opt.to_s)) return 2; break;
+		case 'L': opt.lenient = 1; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "memtrace-pprof: expected one trace file\n");
+		usage(stderr);
+		return 2;
+	}
+	if (!output) {
+		fprintf(stderr, "memtrace-pprof: say where the profile goes: -o OUT.pb.gz (or -o - for stdout)\n");
+		return 2;
+	}
+	char *err = NULL;
+	hv_heap *h = hv_load(argv[optind], &opt, &err);
+	if (!h) {
+		fprintf(stderr, "memtrace-pprof: %s\n", err ? err : "cannot read trace");
+		free(err);
+		return 1;
+	}
+	builder b = { .h = h };
+	Profile p = PERFTOOLS__PROFILES__PROFILE__INIT;
+	build(&b, &p, argv[optind]);
+	size_t len = perftools__profiles__profile__get_packed_size(&p);
+	uint8_t *buf = xcalloc(len, 1);
+	perftools__profiles__profile__pack(&p, buf);
+	int rc = write_gzip(output, buf, len);
+	free(buf);
+	destroy(&p, &b);
+	hv_free(h);
+	return rc < 0 ? 1 : 0;
+}

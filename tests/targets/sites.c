@@ -11,7 +11,7 @@
  * path goes through an always_inline helper. Lines are recorded with __LINE__ on the very line
  * of each call, and printed as the truth the checker compares the trace with:
  *
- *   truth SITE FUNC LINE TOTAL_BYTES LIVE_BYTES CALLS TOTAL_WORDS
+ *   truth SITE FUNC LINE TOTAL_BYTES LIVE_BYTES CALLS TOTAL_WORDS LIVE_WORDS
  *   chain SITE FRAME FRAME ...          outermost first; FRAME is func@line, an inlined
  *                                       frame is outer@line&inner@line
  */
@@ -36,7 +36,7 @@ static const char *site_name[S_COUNT] = {"small_freed", "kept", "calloc_half", "
 static const char *site_func[S_COUNT] = {"site_small", "site_kept", "site_calloc", "helper_inline",
 					  "deep3", "site_realloc", "site_realloc"};
 static int site_line[S_COUNT];
-static uint64_t total[S_COUNT], words[S_COUNT], live[S_COUNT], calls[S_COUNT];
+static uint64_t total[S_COUNT], words[S_COUNT], live[S_COUNT], live_words[S_COUNT], calls[S_COUNT];
 /* lines of the calls on each chain */
 static int l_main_run, l_run_small, l_run_kept, l_run_calloc, l_run_inline, l_run_deep,
 	l_run_realloc, l_inline_call, l_deep1_call, l_deep2_call;
@@ -51,7 +51,10 @@ static void account(int site, size_t bytes, int kept_live)
 	total[site] += bytes;
 	words[site] += (bytes + 7) / 8;
 	calls[site]++;
-	if (kept_live) live[site] += bytes;
+	if (kept_live) {
+		live[site] += bytes;
+		live_words[site] += (bytes + 7) / 8;
+	}
 }
 
 static NOINLINE void site_small(size_t n)
@@ -153,9 +156,10 @@ static NOINLINE void run_sites(long n)
 static void print_truth(void)
 {
 	for (int s = 0; s < S_COUNT; s++)
-		printf("truth %s %s %d %llu %llu %llu %llu\n", site_name[s], site_func[s], site_line[s],
-		       (unsigned long long)total[s], (unsigned long long)live[s],
-		       (unsigned long long)calls[s], (unsigned long long)words[s]);
+		printf("truth %s %s %d %llu %llu %llu %llu %llu\n", site_name[s], site_func[s],
+		       site_line[s], (unsigned long long)total[s], (unsigned long long)live[s],
+		       (unsigned long long)calls[s], (unsigned long long)words[s],
+		       (unsigned long long)live_words[s]);
 	printf("chain small_freed main@%d run_sites@%d site_small@%d\n", l_main_run, l_run_small,
 	       site_line[S_SMALL]);
 	printf("chain kept main@%d run_sites@%d site_kept@%d\n", l_main_run, l_run_kept,

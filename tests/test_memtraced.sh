@@ -1,0 +1,245 @@
+#!/usr/bin/env bash
+# End-to-end tests of memtraced against real processes (BPF uprobes; root needed).
+# Known sites (tests/targets/sites.c prints the truth) are compared with the trace, read back
+# through memtrace-dump: estimated bytes per site, live bytes, no false leaks, full call chains,
+# exact counts at rate 1; collects under 8 threads; attach/detach leaves the target unharmed;
+# -- CMD keeps the command's stdout and exit status; bad input gives a message and no attach.
+source "$(dirname "$0")/lib/test.sh"
+
+MT=$BIN/memtraced
+DUMP=$BIN/memtrace-dump
+SITES=$TARGETS/sites
+
+# check_sites TRUTH DUMP RATE MODE PREFIX: PASS/FAIL lines comparing a trace with the truth.
+# MODE "stat": estimates within 10% (bytes) / 15% (live), chains on >= 99% of samples;
+# MODE "exact": counts and words exact.
+check_sites() {
+	awk -v rate="$3" -v mode="$4" -v prefix="$5" '
+	function abs(x) { return x < 0 ? -x : x }
+	# "file:line:s-e def & file:line:s-e def" -> "def@line&def@line"
+	function frame_key(f,    locs, n, i, sp, head, def, parts, k, out) {
+		sub(/ \*[0-9]+$/, "", f)
+		n = split(f, locs, / & /)
+		out = ""
+		for (i = 1; i <= n; i++) {
+			sp = index(locs[i], " ")
+			if (sp == 0) { head = locs[i]; def = "?" }
+			else { head = substr(locs[i], 1, sp - 1); def = substr(locs[i], sp + 1) }
+			k = split(head, parts, ":")
+			out = out (i > 1 ? "&" : "") def "@" (k >= 3 ? parts[k - 1] : "?")
+		}
+		return out
+	}
+	FNR == NR {
+		if ($1 == "truth") {
+			site[$3 "@" $4] = $2; names[++nsites] = $2
+			t_total[$2] = $5; t_live[$2] = $6; t_calls[$2] = $7; t_words[$2] = $8; t_lwords[$2] = $9
+		} else if ($1 == "chain") {
+			nch[$2] = NF - 2
+			for (i = 3; i <= NF; i++) ch[$2, i - 2] = $i
+		}
+		next
+	}
+	$2 == "alloc" {
+		id = substr($3, 4); len = substr($4, 5); ns = substr($5, 10)
+		p = index($0, ": ")
+		nf = p ? split(substr($0, p + 2), fr, / \| /) : 0
+		if (nf == 0) { unattributed++; next }
+		inner = frame_key(fr[nf])
+		m = split(inner, innerlocs, "&")
+		s = site[innerlocs[m]]
+		if (s == "") { unattributed++; next }
+		allocs[s]++; nsamp[s] += ns; words[s] += len
+		id_site[id] = s; id_ns[id] = ns; id_len[id] = len; alive[id] = 1
+		ok = nf >= nch[s]
+		for (i = 0; ok && i < nch[s]; i++) if (frame_key(fr[nf - i]) != ch[s, nch[s] - i]) ok = 0
+		if (ok) chain_ok[s]++
+		else if (!bad_chain_shown++) print "# example of a wrong chain for " s ": " substr($0, p + 2)
+		next
+	}
+	$2 == "collect" {
+		id = substr($3, 4)
+		if (id in alive) delete alive[id]
+		else if (!(id in id_site)) { } # an allocation of no known site
+		else bad_collect++
+	}
+	END {
+		for (id in alive) { s = id_site[id]; live_n[s]++; live_ns[s] += id_ns[id]; live_len[s] += id_len[id] }
+		tot = 0; tot_ok = 0
+		for (k = 1; k <= nsites; k++) {
+			s = names[k]; tot += allocs[s]; tot_ok += chain_ok[s]
+			if (mode == "exact") {
+				name = prefix "_exact_" s
+				if (allocs[s] == t_calls[s] && words[s] == t_words[s] && nsamp[s] == t_words[s] && live_len[s] == t_lwords[s])
+					print "PASS " name
+				else printf "FAIL %s: allocs %d (truth %d), words %d nsamples %d (truth %d), live words %d (truth %d)\n", name, allocs[s], t_calls[s], words[s], nsamp[s], t_words[s], live_len[s], t_lwords[s]
+				continue
+			}
+			est = nsamp[s] / rate * 8
+			err = t_total[s] ? abs(est - t_total[s]) / t_total[s] : 1
+			name = prefix "_bytes_" s
+			if (err <= 0.10) print "PASS " name
+			else printf "FAIL %s: estimated %.0f bytes, truth %d (%.1f%% off, %d samples)\n", name, est, t_total[s], err * 100, allocs[s]
+			name = prefix "_live_" s
+			est = live_ns[s] / rate * 8
+			if (t_live[s] == 0) {
+				if (live_n[s] == 0) print "PASS " name "_no_false_leak"
+				else printf "FAIL %s_no_false_leak: %d sampled blocks never collected (%.0f bytes)\n", name, live_n[s], est
+			} else {
+				err = abs(est - t_live[s]) / t_live[s]
+				if (err <= 0.15) print "PASS " name
+				else printf "FAIL %s: estimated %.0f live bytes, truth %d (%.1f%% off)\n", name, est, t_live[s], err * 100
+			}
+		}
+		name = prefix "_full_call_chains"
+		if (tot > 0 && tot_ok >= 0.99 * tot) print "PASS " name
+		else printf "FAIL %s: %d of %d samples have the full chain (inlined frame, file:line)\n", name, tot_ok, tot
+		name = prefix "_collects_match_allocs"
+		if (bad_collect == 0) print "PASS " name
+		else printf "FAIL %s: %d collects of blocks already collected\n", name, bad_collect
+		printf "# %d samples at the known sites, %d elsewhere (libc, stdio)\n", tot, unattributed
+	}' "$1" "$2"
+}
+
+# Runs memtraced -- CMD; sets rc, writes out/err to the given files.
+run_mt() { # out err args...
+	local out=$1 err=$2; shift 2
+	"$MT" "$@" >"$out" 2>"$err"
+	rc=$?
+}
+
+if [ ! -x "$MT" ] || [ ! -x "$SITES" ] || [ ! -x "$DUMP" ]; then
+	fail memtraced_built "missing $MT, $SITES or $DUMP (run make)"
+	exit 0
+fi
+
+# ---------------------------------------------------------------- bad input (no BPF needed)
+bad_input() { # name expected-substring args...
+	local name=$1 want=$2; shift 2
+	local out=$TMP/bad.out err=$TMP/bad.err
+	"$MT" "$@" >"$out" 2>"$err"
+	local r=$?
+	if [ "$r" -ne 0 ] && [ ! -s "$out" ] && grep -qi -- "$want" "$err"; then pass "$name"
+	else fail "$name" "exit $r, stderr: $(head -c 300 "$err" | tr '\n' ' ') stdout: $(head -c 100 "$out")"; fi
+}
+bad_input bad_rate_zero "invalid rate" --rate 0 -p 1
+bad_input bad_rate_above_one "invalid rate" --rate 2 -p 1
+bad_input bad_rate_text "invalid rate" --rate abc -p 1
+bad_input bad_duration "invalid duration" --duration -1 -p 1
+bad_input bad_pid_text "invalid PID" -p 12x
+bad_input bad_nothing_to_trace "nothing to trace"
+bad_input bad_pid_and_cmd "not both" -p 1 -- true
+bad_input bad_unknown_option "unknown option" --frobnicate -p 1
+bad_input bad_missing_value "needs a value" -p
+
+if ! bpf_ready; then
+	skip memtraced_bpf "needs root and /sys/kernel/btf/vmlinux"
+	exit 0
+fi
+
+# A pid that surely does not exist: a finished child's, above the pid range if possible.
+sleep 0 & gone=$!; wait $gone
+bad_input bad_pid_not_running "no process" -p "$gone" -o "$TMP/gone.ctf"
+bad_input bad_pid_kernel_thread "kernel thread" -p 2 -o "$TMP/kthread.ctf"
+check bad_pid_no_trace_file test ! -e "$TMP/gone.ctf" -a ! -e "$TMP/kthread.ctf"
+bad_input bad_pid_self_dir_output "cannot write the trace file" -p $$ -o /nonexistent-dir/x.ctf
+bad_input bad_output_is_directory "cannot write the trace file" -p $$ -o "$TMP"
+if command -v setpriv >/dev/null; then
+	# run as nobody, with no capabilities
+	out=$(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "$MT" -p $$ -o /tmp/np.ctf 2>&1 >/dev/null); r=$?
+	if [ $r -ne 0 ] && printf '%s' "$out" | grep -q "privileges"; then pass bad_not_privileged
+	else fail bad_not_privileged "exit $r: $out"; fi
+else
+	skip bad_not_privileged "setpriv (util-linux) missing"
+fi
+
+# ---------------------------------------------------------------- -- CMD mode
+run_mt "$TMP/cmd.out" "$TMP/cmd.err" -q -o "$TMP/cmd.ctf" -- sh -c 'echo hello from cmd; exit 7'
+if [ "$rc" = 7 ] && [ "$(cat "$TMP/cmd.out")" = "hello from cmd" ]; then pass cmd_exit_status_and_stdout
+else fail cmd_exit_status_and_stdout "exit $rc, stdout '$(head -c 200 "$TMP/cmd.out")', stderr $(tail -n 3 "$TMP/cmd.err" | tr '\n' ' ')"; fi
+check cmd_summary_on_stderr grep -q "allocations and .* frees seen" "$TMP/cmd.err"
+run_mt "$TMP/sig.out" "$TMP/sig.err" -q -o "$TMP/sig.ctf" -- sh -c 'kill -TERM $$'
+if [ "$rc" = 143 ]; then pass cmd_killed_by_signal_status; else fail cmd_killed_by_signal_status "exit $rc (want 143)"; fi
+run_mt "$TMP/nf.out" "$TMP/nf.err" -q -o "$TMP/nf.ctf" -- /nonexistent/command
+if [ "$rc" = 127 ] && grep -q "cannot run" "$TMP/nf.err"; then pass cmd_not_found
+else fail cmd_not_found "exit $rc: $(head -c 200 "$TMP/nf.err")"; fi
+"$SITES" run 20 >"$TMP/plain.out"; plain_rc=$?
+run_mt "$TMP/traced.out" "$TMP/traced.err" -q --rate 1e-2 -o "$TMP/traced.ctf" -- "$SITES" run 20
+if [ "$rc" = "$plain_rc" ] && cmp -s "$TMP/plain.out" "$TMP/traced.out"; then pass cmd_stdout_untouched
+else fail cmd_stdout_untouched "exit $rc vs $plain_rc; diff: $(diff "$TMP/plain.out" "$TMP/traced.out" | head -3 | tr '\n' ' ')"; fi
+check cmd_trace_readable "$DUMP" --summary-only "$TMP/traced.ctf"
+check cmd_trace_default_name_pid sh -c "cd '$TMP' && '$MT' -q -- true && ls memtrace-*.ctf"
+run_mt "$TMP/floor.out" "$TMP/floor.err" -q --probe-floor -o "$TMP/floor.ctf" -- "$SITES" run 20
+if [ "$rc" = 0 ] && [ ! -e "$TMP/floor.ctf" ] && grep -q "probe floor" "$TMP/floor.err"; then pass probe_floor_no_trace
+else fail probe_floor_no_trace "exit $rc: $(tail -n 2 "$TMP/floor.err" | tr '\n' ' ')"; fi
+
+# ---------------------------------------------------------------- known sites, rate 1e-3
+run_mt "$TMP/truth.txt" "$TMP/sites.err" --rate 1e-3 -o "$TMP/sites.ctf" -- "$SITES" run 8000
+if [ "$rc" = 0 ] && grep -q '^truth' "$TMP/truth.txt"; then pass sites_traced
+else fail sites_traced "exit $rc: $(tail -n 3 "$TMP/sites.err" | tr '\n' ' ')"; fi
+sed -n 's/^/# /p' "$TMP/sites.err" | tail -n 2
+"$DUMP" "$TMP/sites.ctf" >"$TMP/sites.dump" 2>"$TMP/sites.dump.err"
+check sites_trace_readable test $? = 0
+check sites_trace_info grep -q "^info context=\"memtraced .*allocator .*drops: 0\"" "$TMP/sites.dump"
+check sites_trace_pid_rate_exe sh -c "grep -q '^info sample_rate=0.001$' '$TMP/sites.dump' && grep -q '^info executable_name=\".*sites\"$' '$TMP/sites.dump' && grep -q '^info word_size=64$' '$TMP/sites.dump'"
+check_sites "$TMP/truth.txt" "$TMP/sites.dump" 1e-3 stat sites_r1e-3
+
+# ---------------------------------------------------------------- known sites, rate 1: exact
+run_mt "$TMP/truth1.txt" "$TMP/sites1.err" --rate 1 --stack-bytes 8192 -o "$TMP/sites1.ctf" -- "$SITES" run 30
+sed -n 's/^/# /p' "$TMP/sites1.err" | tail -n 1
+if grep -q "dropped: 0 ring buffer, 0 live map full, 0 stack copy" "$TMP/sites1.err"; then pass sites_r1_no_drops
+else fail sites_r1_no_drops "$(tail -n 1 "$TMP/sites1.err")"; fi
+"$DUMP" "$TMP/sites1.ctf" >"$TMP/sites1.dump" 2>/dev/null
+check_sites "$TMP/truth1.txt" "$TMP/sites1.dump" 1 exact sites_r1
+
+# ---------------------------------------------------------------- 8 threads
+run_mt "$TMP/thr.out" "$TMP/thr.err" --rate 1e-2 -o "$TMP/thr.ctf" -- "$SITES" threads 8 20000
+"$DUMP" "$TMP/thr.ctf" >"$TMP/thr.dump" 2>/dev/null
+awk '$2 == "alloc" { if (index($0, "thread_alloc")) { a[substr($3, 4)] = 1; n++ } }
+     $2 == "collect" { id = substr($3, 4); if (id in a) { delete a[id]; c++ } else if (id in done) bad++; done[id] = 1 }
+     END { live = 0; for (i in a) live++
+           if (rc == 0 && n > 100 && bad == 0 && live == 0) print "PASS threads8_every_collect_matches"
+           else printf "FAIL threads8_every_collect_matches: exit %d, %d thread allocs, %d collected, %d double collects, %d never collected\n", rc, n, c, bad, live }' \
+	rc="$rc" "$TMP/thr.dump"
+
+# ---------------------------------------------------------------- attach mid-flight and detach
+mkdir -p "$TMP/w1" "$TMP/w2" "$TMP/w3"
+"$SITES" wait "$TMP/w1" >"$TMP/w1.out" & wpid=$!
+for _ in $(seq 600); do [ -e "$TMP/w1/ready" ] && break; sleep 0.05; done
+touch "$TMP/w1/stop"; wait $wpid; w1_rc=$?
+
+"$SITES" wait "$TMP/w2" >"$TMP/w2.out" & wpid=$!
+for _ in $(seq 600); do [ -e "$TMP/w2/ready" ] && break; sleep 0.05; done
+timeout 120 "$MT" -p $wpid --rate 1e-2 --duration 2 -o "$TMP/w2.ctf" 2>"$TMP/w2.err"; mrc=$?
+alive=no; kill -0 $wpid 2>/dev/null && alive=yes
+touch "$TMP/w2/stop"; wait $wpid; w2_rc=$?
+if [ "$mrc" = 0 ] && [ "$alive" = yes ]; then pass attach_pid_duration_detach
+else fail attach_pid_duration_detach "memtraced exit $mrc, target alive after detach: $alive; $(tail -n 2 "$TMP/w2.err" | tr '\n' ' ')"; fi
+if [ "$w1_rc" = "$w2_rc" ] && [ "$w1_rc" = 3 ] && cmp -s "$TMP/w1.out" "$TMP/w2.out"; then pass attach_target_unharmed
+else fail attach_target_unharmed "exit $w2_rc vs untraced $w1_rc; output '$(cat "$TMP/w2.out")' vs '$(cat "$TMP/w1.out")'"; fi
+n=$("$DUMP" "$TMP/w2.ctf" 2>/dev/null | grep -c ' alloc id=.*wait_round')
+if [ "$n" -gt 10 ]; then pass attach_trace_has_samples; else fail attach_trace_has_samples "$n samples in wait_round"; fi
+
+# memtraced -p stops by itself when the target exits; SIGINT detaches cleanly.
+"$SITES" wait "$TMP/w3" >"$TMP/w3.out" & wpid=$!
+for _ in $(seq 600); do [ -e "$TMP/w3/ready" ] && break; sleep 0.05; done
+timeout 120 "$MT" -p $wpid --rate 1e-2 -o "$TMP/w3.ctf" 2>"$TMP/w3.err" & mpid=$!
+for _ in $(seq 600); do grep -q "tracing PID" "$TMP/w3.err" && break; sleep 0.05; done
+touch "$TMP/w3/stop"; wait $wpid; wait $mpid; mrc=$?
+if [ "$mrc" = 0 ] && grep -q "exited" "$TMP/w3.err"; then pass attach_stops_when_target_exits
+else fail attach_stops_when_target_exits "memtraced exit $mrc: $(tail -n 2 "$TMP/w3.err" | tr '\n' ' ')"; fi
+check attach_trace_after_exit_readable "$DUMP" --summary-only "$TMP/w3.ctf"
+
+mkdir -p "$TMP/w4"
+"$SITES" wait "$TMP/w4" >"$TMP/w4.out" & wpid=$!
+for _ in $(seq 600); do [ -e "$TMP/w4/ready" ] && break; sleep 0.05; done
+"$MT" -p $wpid --rate 1e-2 -o "$TMP/w4.ctf" 2>"$TMP/w4.err" & mpid=$!
+for _ in $(seq 600); do grep -q "tracing PID" "$TMP/w4.err" && break; sleep 0.05; done
+sleep 0.5
+kill -INT $mpid; wait $mpid; mrc=$?
+alive=no; kill -0 $wpid 2>/dev/null && alive=yes
+touch "$TMP/w4/stop"; wait $wpid; w4_rc=$?
+if [ "$mrc" = 0 ] && [ "$alive" = yes ] && [ "$w4_rc" = 3 ] && cmp -s "$TMP/w1.out" "$TMP/w4.out" &&
+	"$DUMP" --summary-only "$TMP/w4.ctf" >/dev/null 2>&1; then pass attach_sigint_detaches
+else fail attach_sigint_detaches "memtraced exit $mrc, target alive $alive, target exit $w4_rc; $(tail -n 2 "$TMP/w4.err" | tr '\n' ' ')"; fi
+exit 0

@@ -89,6 +89,12 @@ $(BUILD)/tests/targets/%: tests/targets/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -fomit-frame-pointer -pthread $< -o $@ -ldl
 
+# allocsyms workloads: attach_nopie and attach_static are linked -no-pie and -static.
+$(BUILD)/tests/targets/attach_pie $(BUILD)/tests/targets/attach_interpose: tests/targets/attach_report.h
+$(BUILD)/tests/targets/attach_nopie $(BUILD)/tests/targets/attach_static: $(BUILD)/tests/targets/attach_%: tests/targets/attach_%.c tests/targets/attach_report.h
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -fomit-frame-pointer -pthread $(if $(findstring static,$*),-static,-no-pie) $< -o $@ -ldl
+
 # C++ test workloads (tests/targets/X.cc), built the same way.
 CXX_TARGETS := $(patsubst tests/targets/%.cc,$(BUILD)/tests/targets/%,$(wildcard tests/targets/*.cc))
 all: $(CXX_TARGETS)
@@ -125,7 +131,7 @@ clean:
 # installed, so `make test` on a ready machine does not touch apt.
 DEPS := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libcapstone-dev zlib1g-dev \
         pkg-config libclang-rt-14-dev binutils procps libiberty-dev g++ \
-        libprotobuf-c-dev protobuf-c-compiler chromium golang-go nodejs
+        libprotobuf-c-dev protobuf-c-compiler chromium golang-go nodejs libjemalloc2
 deps:
 	@missing=$$(for p in $(DEPS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

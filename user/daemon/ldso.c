@@ -303,7 +303,12 @@ int ldso_load_order(const char *root, const char *exe, struct objlist *out, char
 		for (int k = 0; k < s.objs[i].dyn.n_needed; k++)
 			if (load(&s, i, s.objs[i].dyn.needed[k], "needed library") != 0) goto out;
 	for (int i = 0; i < s.n; i++) {
-		snprintf(path, sizeof(path), "%s%s", root, s.objs[i].tpath);
+		/* canonical names in our own namespace, as the kernel shows them in maps */
+		char real[PATH_MAX];
+		if (!root[0] && realpath(s.objs[i].tpath, real))
+			snprintf(path, sizeof(path), "%s", real);
+		else
+			snprintf(path, sizeof(path), "%s%s", root, s.objs[i].tpath);
 		if (objlist_add(out, path) != 0) goto out;
 	}
 	rc = 0;

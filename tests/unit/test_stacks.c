@@ -70,10 +70,8 @@ static int marker_line(const char *source, const char *name)
 	return found;
 }
 
-static pid_t spawn(const char *name)
+static pid_t spawn_path(const char *path)
 {
-	char path[PATH_MAX + 64];
-	snprintf(path, sizeof path, "%s/tests/targets/%s", build_dir, name);
 	if (access(path, X_OK) != 0)
 		return -1;
 	pid_t pid = fork();
@@ -82,6 +80,13 @@ static pid_t spawn(const char *name)
 		_exit(127);
 	}
 	return pid;
+}
+
+static pid_t spawn(const char *name)
+{
+	char path[PATH_MAX + 64];
+	snprintf(path, sizeof path, "%s/tests/targets/%s", build_dir, name);
+	return spawn_path(path);
 }
 
 /* Waits for the workload's next self-stop. */
@@ -357,6 +362,55 @@ static void test_cpp(void)
 	waitpid(pid, NULL, 0);
 }
 
+/* Objects without DWARF: a copy of the workload stripped of its debug info is named from its
+ * symbol table; stripped of everything, its frames are "object+0xADDR" in the object's file.
+ * (.eh_frame stays: the unwind itself still works.) */
+static void test_stripped(const char *how, const char *objcopy_flag)
+{
+	char path[PATH_MAX + 64], cmd[3 * PATH_MAX], name[64];
+	snprintf(path, sizeof path, "/tmp/stacks_deep_%s.%d", how, (int)getpid());
+	snprintf(cmd, sizeof cmd, "objcopy %s '%s/tests/targets/stacks_deep' '%s'", objcopy_flag,
+		 build_dir, path);
+	snprintf(name, sizeof name, "stripped_%s_workload", how);
+	int ok = system(cmd) == 0;
+	CHECKF(name, ok, "%s failed", cmd);
+	pid_t pid = ok ? spawn_path(path) : -1;
+	ok = pid > 0 && wait_stop(pid) == 0 && capture(pid, &s1) == 0;
+	char err[256] = "";
+	struct stacks *st = ok ? stacks_open(pid, err, sizeof err) : NULL;
+	if (st) {
+		uint64_t c[MAX_CODES];
+		int n = stacks_unwind(st, pid, s1.regs, s1.stack, s1.stack_len, c, MAX_CODES);
+		printf("stripped (%s):\n", how);
+		describe(st, c, n);
+		const mt_location *l;
+		int nl = n > 0 ? locs_of(st, c[0], &l) : -1;
+		char want[PATH_MAX + 64];
+		const char *base = strrchr(path, '/') + 1;
+		if (strcmp(how, "debug") == 0)
+			snprintf(want, sizeof want, "recurse");
+		else
+			snprintf(want, sizeof want, "%s+0x", base);
+		snprintf(name, sizeof name, "stripped_%s_frame_named", how);
+		CHECKF(name,
+		       n >= 10 && nl == 1 && strncmp(l[0].defname, want, strlen(want)) == 0 &&
+			       strcmp(l[0].filename, path) == 0 && l[0].line == 0,
+		       "n=%d defname=%s file=%s", n, nl == 1 ? l[0].defname : "-",
+		       nl == 1 ? l[0].filename : "-");
+		snprintf(name, sizeof name, "stripped_%s_recursion_same_code", how);
+		CHECK(name, n >= 5 && c[1] == c[4] && c[0] != c[1]);
+		stacks_close(st);
+	} else {
+		snprintf(name, sizeof name, "stripped_%s_open", how);
+		CHECKF(name, 0, "capture or open failed: %s", err);
+	}
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	unlink(path);
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -365,5 +419,7 @@ int main(void)
 	test_open_errors();
 	test_deep();
 	test_cpp();
+	test_stripped("debug", "--strip-debug");
+	test_stripped("all", "--strip-all");
 	return CHECK_DONE();
 }

@@ -9,7 +9,7 @@
  *
  * Frames -> codes: a pc cache (pc -> code, cleared when the mappings are re-read) in front of
  * the code table (code -> object hash, ELF address, location list). A code is a hash of the
- * object's build-id (or path) and the ELF address; the rare collision of two different frames
+ * object's build-id and path and the ELF address; the rare collision of two different frames
  * on one code is resolved by rehashing, checked against the code table. */
 #include "stacks.h"
 
@@ -195,10 +195,13 @@ static struct object *module_object(struct stacks *s, Dwfl_Module *mod)
 	const unsigned char *bits = NULL;
 	GElf_Addr vaddr;
 	int len = dwfl_module_build_id(mod, &bits, &vaddr);
+	/* build-id and path: a stripped copy of an object (same build-id, other symbols) at
+	 * another path keeps codes of its own */
+	if (!path)
+		path = "?";
+	o->hash = hash_bytes('P', path, strlen(path));
 	if (len > 0)
-		o->hash = hash_bytes('B', bits, (size_t)len);
-	else
-		o->hash = hash_bytes('P', path ? path : "?", path ? strlen(path) : 1);
+		o->hash = hash_bytes(o->hash, bits, (size_t)len);
 	o->next = s->objects;
 	s->objects = o;
 	if (userdata)

@@ -7,8 +7,8 @@
  * stacks_locations() describes a code for the trace writer (it is an mt_locations_fn).
  *
  * Location codes are a stable function of (object, offset in the object): the object is its
- * build-id (or its path when it has none), the offset is the ELF virtual address of the call
- * site. Codes are never 0 and stay below 2^62. Each distinct code is symbolized once, when it
+ * build-id and path (the path alone when it has no build-id), the offset is the ELF virtual
+ * address of the call site. Codes are never 0 and stay below 2^62. Each distinct code is symbolized once, when it
  * is first seen, and its location list lives as long as the struct stacks.
  *
  * Not thread-safe: one struct stacks is used by one thread at a time.

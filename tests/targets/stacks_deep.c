@@ -2,10 +2,15 @@
  * fake_alloc (see stacks_fake_alloc.h) three times:
  *   1, 2: main -> level1 -> level2 -> [inline_helper, inlined] -> level3 -> recurse x (DEPTH+1)
  *         -> fake_alloc, from the same call sites both times;
- *   3:    main -> via_libc -> qsort (libc) -> ... -> compare -> fake_alloc.
+ *   3:    main -> via_libc -> qsort (libc) -> ... -> compare -> fake_alloc;
+ *   4:    main -> via_dlopen -> deflateInit_ (libz, dlopen'd after the first stop, no DWARF)
+ *         -> ... -> zalloc_hook -> fake_alloc.
  * The test finds the expected line of each call site by its "CALL:name" marker comment, so
  * keep every marker on the line of its call. Built -O2 -g without frame pointers. */
+#include <dlfcn.h>
 #include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
 
 #include "stacks_fake_alloc.h"
 
@@ -70,6 +75,42 @@ NOIPA void via_libc(void)
 	KEEP(v[0]);
 }
 
+static volatile int stop_in_zalloc;
+
+NOIPA static voidpf zalloc_hook(voidpf opaque, uInt items, uInt size)
+{
+	if (stop_in_zalloc) {
+		stop_in_zalloc = 0;
+		long r = fake_alloc((long)items * size); /* CALL:zalloc */
+		KEEP(r);
+	}
+	return calloc(items, size);
+}
+
+static void zfree_hook(voidpf opaque, voidpf p)
+{
+	free(p);
+}
+
+/* libz is not linked in: it appears in the maps only with this dlopen. */
+NOIPA void via_dlopen(void)
+{
+	void *h = dlopen("libz.so.1", RTLD_NOW);
+	int (*init)(z_streamp, int, const char *, int) = h ? dlsym(h, "deflateInit_") : NULL;
+	int (*end)(z_streamp) = h ? dlsym(h, "deflateEnd") : NULL;
+	if (!init || !end) {
+		fake_alloc(-1); /* the test sees a stop here: libz missing */
+		return;
+	}
+	z_stream zs;
+	memset(&zs, 0, sizeof zs);
+	zs.zalloc = zalloc_hook;
+	zs.zfree = zfree_hook;
+	stop_in_zalloc = 1;
+	if (init(&zs, 6, ZLIB_VERSION, (int)sizeof zs) == Z_OK) /* CALL:via_dlopen */
+		end(&zs);
+}
+
 /* volatile: the loop must not be unrolled, both samples come from one call instruction */
 static volatile int rounds = 2;
 
@@ -82,5 +123,6 @@ int main(void)
 		total += r;
 	}
 	via_libc(); /* CALL:main_libc */
+	via_dlopen(); /* CALL:main_dlopen */
 	return total == 42; /* any value: keeps total alive */
 }

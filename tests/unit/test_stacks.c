@@ -199,7 +199,39 @@ static void test_open_errors(void)
 	CHECKF("open_negative_pid_fails", !s && err[0], "err=%s", err);
 }
 
-static struct sample s1, s2, s3;
+static struct sample s1, s2, s3, s4;
+
+/* Sample 4 went through libz, dlopen'd after `early` was opened: its first unwind must re-read
+ * the maps by itself. libz has no DWARF: its frames are named from .dynsym. */
+static void check_dlopen_sample(struct stacks *early, pid_t pid)
+{
+	const char *src = "stacks_deep.c";
+	/* the automatic refresh is rate-limited (200 ms) since the maps were read */
+	usleep(300 * 1000);
+	uint64_t c[MAX_CODES];
+	int n = stacks_unwind(early, pid, s4.regs, s4.stack, s4.stack_len, c, MAX_CODES);
+	printf("sample 4 (through dlopen'd libz):\n");
+	describe(early, c, n);
+	struct stacks_stats stats;
+	stacks_get_stats(early, &stats);
+	CHECKF("dlopen_auto_refresh", stats.refreshes >= 1, "refreshes=%llu",
+	       (unsigned long long)stats.refreshes);
+	CHECK("dlopen_zalloc_first", n > 3 && is_frame(early, c[0], "zalloc_hook", src, "zalloc"));
+	int via = -1, dynsym = 0;
+	for (int i = 1; i < n; i++) {
+		const mt_location *l;
+		int nl = locs_of(early, c[i], &l);
+		if (via < 0 && is_frame(early, c[i], "via_dlopen", src, "via_dlopen"))
+			via = i;
+		if (via < 0 && nl == 1 && strncmp(l[0].defname, "deflateInit", 11) == 0 &&
+		    strstr(l[0].filename, "libz") && l[0].line == 0)
+			dynsym++;
+	}
+	CHECKF("dlopen_libz_dynsym_names", via > 1 && dynsym >= 1, "via_dlopen at %d, %d deflateInit",
+	       via, dynsym);
+	CHECK("dlopen_back_in_main",
+	      via > 0 && via + 1 < n && is_frame(early, c[via + 1], "main", src, "main_dlopen"));
+}
 
 static void test_deep(void)
 {
@@ -215,7 +247,9 @@ static void test_deep(void)
 	char err[256] = "";
 	struct stacks *st = ok ? stacks_open(pid, err, sizeof err) : NULL;
 	CHECKF("deep_stacks_open", st, "%s", err);
-	if (!st) {
+	struct stacks *early = st ? stacks_open(pid, err, sizeof err) : NULL; /* never refreshed */
+	if (!st || !early) {
+		stacks_close(st);
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 		return;
@@ -226,6 +260,9 @@ static void test_deep(void)
 	resume(pid);
 	ok = wait_stop(pid) == 0 && capture(pid, &s3) == 0;
 	CHECK("deep_capture_sample3_libc", ok);
+	resume(pid);
+	ok = wait_stop(pid) == 0 && capture(pid, &s4) == 0;
+	CHECK("deep_capture_sample4_dlopen", ok);
 
 	uint64_t c1[MAX_CODES], c2[MAX_CODES], again[MAX_CODES];
 	int n1 = stacks_unwind(st, pid, s1.regs, s1.stack, s1.stack_len, c1, MAX_CODES);
@@ -326,7 +363,9 @@ static void test_deep(void)
 	       (unsigned long long)stats.samples, (unsigned long long)stats.frames,
 	       (unsigned long long)stats.codes, (unsigned long long)stats.truncated,
 	       (unsigned long long)stats.unwind_errors);
+	check_dlopen_sample(early, pid);
 out:
+	stacks_close(early);
 	stacks_close(st);
 	resume(pid);
 	int status = 0;

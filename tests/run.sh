@@ -20,6 +20,7 @@ run_one() {
 	local name=$1; shift
 	[ -n "$pattern" ] && [[ "$name" != *$pattern* ]] && return
 	local log=$LOG_DIR/$name.log
+	mkdir -p "$(dirname "$log")" # unit tests log into unit/
 	echo "== $name"
 	"$@" >"$log" 2>&1
 	local rc=$?

@@ -1,0 +1,268 @@
+/* One traced process (see session.h): tracer records -> unwind -> trie + ids -> trace. */
+#include "session.h"
+#include "stacks.h"
+#include "trace_out.h"
+#include "tracer.h"
+#include "trie.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MAX_CODES 1024
+#define TICK_NS 1000000000ULL
+#define FINAL_DRAIN_ROUNDS 1000 /* bound on the final drain, in case records keep coming */
+
+struct session {
+	pid_t pid;
+	bool floor;
+	struct tracer *tracer;
+	struct stacks *stacks;
+	struct trie *trie;
+	struct trace_out *out;
+	bool finished;
+	bool failed;          /* a write to the trace failed: stop handling records */
+	uint64_t last_tick_ns;
+	int out_fd;
+	uint64_t other_pid;
+	uint64_t written_allocs, written_collects; /* kept when the writer is closed */
+	struct tracer_stats final_stats;
+	char error[512];
+	uint64_t codes[MAX_CODES];
+	uint64_t bt[MAX_CODES];
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static void on_alloc(void *ctx, const struct tracer_alloc *a)
+{
+	struct session *s = ctx;
+	if (s->failed || !s->out) return;
+	if (a->pid != (uint32_t)s->pid) { /* a forked child: never mix it into this trace */
+		s->other_pid++;
+		return;
+	}
+	int n = stacks_unwind(s->stacks, (pid_t)a->tid, a->regs, a->stack, a->stack_len, s->codes,
+			      MAX_CODES);
+	if (n < 0) n = 0;
+	/* stacks give innermost first; memtrace backtraces and the trie are outermost first */
+	for (int i = 0; i < n; i++) s->bt[i] = s->codes[n - 1 - i];
+	uint32_t node = trie_intern(s->trie, s->bt, (size_t)n);
+	if (node == TRIE_NONE) node = TRIE_ROOT; /* out of memory: still account the block */
+	int64_t id = trace_out_alloc(s->out, a->time_ns, a->size, a->nsamples, s->bt, (size_t)n);
+	if (id < 0) {
+		snprintf(s->error, sizeof s->error, "writing the trace failed: %s",
+			 trace_out_error(s->out));
+		s->failed = true;
+		return;
+	}
+	trie_block_alloc(s->trie, a->seq, (uint64_t)id, node, a->size, a->nsamples);
+}
+
+static void on_free(void *ctx, const struct tracer_free *f)
+{
+	struct session *s = ctx;
+	if (s->failed || !s->out) return;
+	struct trie_block b;
+	if (!trie_block_free(s->trie, f->seq, &b)) return; /* not a block of ours (or already freed) */
+	if (trace_out_collect(s->out, f->time_ns, b.id) < 0) {
+		snprintf(s->error, sizeof s->error, "writing the trace failed: %s",
+			 trace_out_error(s->out));
+		s->failed = true;
+	}
+}
+
+static const struct tracer_callbacks callbacks = {.alloc = on_alloc, .free = on_free};
+
+static uint64_t total_drops(const struct tracer_stats *st)
+{
+	return st->drop_ringbuf + st->drop_map_full + st->drop_stack_copy;
+}
+
+struct session *session_open(const struct session_opts *o, char *err, size_t errlen)
+{
+	struct session *s = calloc(1, sizeof *s);
+	if (!s) {
+		set_err(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->pid = o->pid;
+	s->floor = o->floor;
+	s->out_fd = o->floor ? -1 : o->out_fd;
+	char e[512] = "";
+	if (!o->floor) {
+		s->trie = trie_new(o->rate);
+		if (!s->trie) {
+			set_err(err, errlen, "out of memory");
+			goto fail;
+		}
+		s->stacks = stacks_open(o->pid, e, sizeof e);
+		if (!s->stacks) {
+			set_err(err, errlen, "cannot prepare the unwinder for PID %d: %s", (int)o->pid, e);
+			goto fail;
+		}
+	}
+	struct tracer_opts topts = {
+		.rate = o->rate, .stack_bytes = o->stack_bytes, .floor = o->floor};
+	s->tracer = tracer_open(o->pid, o->sites, &topts, e, sizeof e);
+	if (!s->tracer) {
+		set_err(err, errlen, "cannot attach to PID %d: %s", (int)o->pid, e);
+		goto fail;
+	}
+	if (!o->floor) {
+		struct tracer_stats st;
+		tracer_get_stats(s->tracer, &st);
+		struct trace_out_info info = {
+			.pid = o->pid,
+			.rate = o->rate,
+			.executable = o->executable,
+			.allocator = o->sites->allocator,
+			.drops = total_drops(&st),
+		};
+		s->out = trace_out_open(o->out_fd, &info, stacks_locations, s->stacks, e, sizeof e);
+		if (!s->out) {
+			set_err(err, errlen, "%s", e);
+			goto fail;
+		}
+	}
+	s->last_tick_ns = trace_out_mono_now_ns();
+	return s;
+fail:
+	session_close(s);
+	return NULL;
+}
+
+void session_target_started(struct session *s)
+{
+	if (s->stacks) stacks_refresh(s->stacks);
+}
+
+static void tick(struct session *s)
+{
+	uint64_t now = trace_out_mono_now_ns();
+	if (now - s->last_tick_ns < TICK_NS) return;
+	s->last_tick_ns = now;
+	if (s->floor) return;
+	/* repair lost FREE records before the flush, so the collects go out with it */
+	tracer_reconcile(s->tracer, &callbacks, s);
+	if (!s->failed && trace_out_tick(s->out) < 0) {
+		snprintf(s->error, sizeof s->error, "writing the trace failed: %s",
+			 trace_out_error(s->out));
+		s->failed = true;
+	}
+}
+
+int session_poll(struct session *s, int timeout_ms)
+{
+	if (s->finished) return -1;
+	int rc = tracer_poll(s->tracer, timeout_ms, &callbacks, s);
+	if (rc < 0 && rc != -EINTR && !s->failed) {
+		snprintf(s->error, sizeof s->error, "reading the tracer's records failed (%d)", rc);
+		return -1;
+	}
+	tick(s);
+	return s->failed ? -1 : 0;
+}
+
+int session_finish(struct session *s)
+{
+	if (s->finished) return s->failed ? -1 : 0;
+	s->finished = true;
+	for (int i = 0; i < FINAL_DRAIN_ROUNDS && tracer_poll(s->tracer, 0, &callbacks, s) > 0; i++) {}
+	if (!s->floor) tracer_reconcile(s->tracer, &callbacks, s);
+	tracer_get_stats(s->tracer, &s->final_stats);
+	tracer_close(s->tracer); /* detach: the target runs on without probes */
+	s->tracer = NULL;
+	if (s->out) {
+		/* keep the counts the summary needs before the writer goes away */
+		struct trace_out *out = s->out;
+		s->written_allocs = trace_out_allocs(out);
+		s->written_collects = trace_out_collects(out);
+		char e[256] = "";
+		int rc = trace_out_close(out, e, sizeof e);
+		s->out = NULL;
+		if (rc < 0 && !s->failed) {
+			snprintf(s->error, sizeof s->error, "%s", e);
+			s->failed = true;
+		}
+	}
+	return s->failed ? -1 : 0;
+}
+
+void session_get_totals(struct session *s, struct session_totals *t)
+{
+	struct tracer_stats st = s->final_stats;
+	if (s->tracer) tracer_get_stats(s->tracer, &st);
+	memset(t, 0, sizeof *t);
+	t->alloc_calls = st.alloc_calls;
+	t->free_calls = st.free_calls;
+	t->samples = st.samples;
+	t->drop_ringbuf = st.drop_ringbuf;
+	t->drop_map_full = st.drop_map_full;
+	t->drop_stack_copy = st.drop_stack_copy;
+	t->reconciled_frees = st.reconciled_frees;
+	t->other_pid = s->other_pid;
+	t->written_allocs = s->out ? trace_out_allocs(s->out) : s->written_allocs;
+	t->written_collects = s->out ? trace_out_collects(s->out) : s->written_collects;
+	if (s->trie) {
+		t->live_blocks = trie_live_count(s->trie);
+		t->contexts = trie_node_count(s->trie) - 1;
+	}
+	if (s->stacks) {
+		struct stacks_stats ss;
+		stacks_get_stats(s->stacks, &ss);
+		t->unwind_truncated = ss.truncated;
+		t->unwind_errors = ss.unwind_errors;
+	}
+	struct stat sb;
+	if (s->out) t->trace_bytes = trace_out_bytes(s->out);
+	else if (s->out_fd >= 0 && fstat(s->out_fd, &sb) == 0) t->trace_bytes = (uint64_t)sb.st_size;
+}
+
+void session_print_summary(struct session *s, FILE *out, const char *trace_path)
+{
+	struct session_totals t;
+	session_get_totals(s, &t);
+	fprintf(out, "memtraced: PID %d: %llu allocations and %llu frees seen, %llu sampled", (int)s->pid,
+		(unsigned long long)t.alloc_calls, (unsigned long long)t.free_calls,
+		(unsigned long long)t.samples);
+	if (s->floor)
+		fprintf(out, " (probe floor: no trace written)");
+	else
+		fprintf(out, ", %llu samples written (%llu freed, %llu live) in %llu contexts",
+			(unsigned long long)t.written_allocs, (unsigned long long)t.written_collects,
+			(unsigned long long)t.live_blocks, (unsigned long long)t.contexts);
+	fprintf(out, "; dropped: %llu ring buffer, %llu live map full, %llu stack copy; "
+		"%llu frees reconciled",
+		(unsigned long long)t.drop_ringbuf, (unsigned long long)t.drop_map_full,
+		(unsigned long long)t.drop_stack_copy, (unsigned long long)t.reconciled_frees);
+	if (t.unwind_truncated || t.unwind_errors)
+		fprintf(out, "; stacks: %llu truncated, %llu unwind errors",
+			(unsigned long long)t.unwind_truncated, (unsigned long long)t.unwind_errors);
+	if (t.other_pid) fprintf(out, "; %llu records of other processes ignored",
+				 (unsigned long long)t.other_pid);
+	if (!s->floor && trace_path)
+		fprintf(out, "; trace %s (%llu bytes)", trace_path, (unsigned long long)t.trace_bytes);
+	fputc('\n', out);
+}
+
+const char *session_error(const struct session *s) { return s->error; }
+struct trie *session_trie(struct session *s) { return s->trie; }
+
+void session_close(struct session *s)
+{
+	if (!s) return;
+	if (s->tracer) tracer_close(s->tracer);
+	if (s->out) trace_out_close(s->out, NULL, 0);
+	if (s->stacks) stacks_close(s->stacks);
+	trie_free(s->trie);
+	free(s);
+}

@@ -1,0 +1,57 @@
+/* One traced process: its tracer (BPF probes), its unwinder (stacks), its context trie and
+ * its trace output. The event loop and the target's lifetime are the caller's (main.c). */
+#ifndef MEMTRACED_SESSION_H
+#define MEMTRACED_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "allocsyms.h"
+
+struct session_opts {
+	pid_t pid;
+	double rate;
+	unsigned stack_bytes;
+	bool floor;              /* empty probes only: no unwinding, no trace (benchmarks) */
+	int out_fd;              /* the trace file, open for writing (ignored with floor) */
+	const char *executable;  /* the target's executable, for the trace info */
+	const struct alloc_sites *sites;
+};
+
+struct session_totals {
+	uint64_t alloc_calls, free_calls;     /* every call the probes saw */
+	uint64_t samples;                     /* sampled allocations submitted by the probes */
+	uint64_t written_allocs, written_collects;
+	uint64_t live_blocks;                 /* sampled blocks live at the end */
+	uint64_t drop_ringbuf, drop_map_full, drop_stack_copy;
+	uint64_t reconciled_frees;
+	uint64_t other_pid;                   /* records of another process, ignored */
+	uint64_t unwind_truncated, unwind_errors;
+	uint64_t contexts;                    /* trie nodes */
+	uint64_t trace_bytes;
+};
+
+struct session;
+
+/* Loads and attaches the probes (the target may be a child held before its exec), prepares the
+ * unwinder and writes the trace header. NULL with a message on error, nothing left attached. */
+struct session *session_open(const struct session_opts *o, char *err, size_t errlen);
+/* The spawned target has exec'd: re-read its mappings. */
+void session_target_started(struct session *s);
+/* Waits up to timeout_ms for records and handles them; once a second flushes the trace and
+ * reconciles lost frees. < 0 on a fatal error (message in session_error). */
+int session_poll(struct session *s, int timeout_ms);
+/* Drains what is left, reconciles, detaches (the target runs on unharmed) and closes the trace.
+ * < 0 if the trace could not be written completely. */
+int session_finish(struct session *s);
+void session_get_totals(struct session *s, struct session_totals *out);
+const char *session_error(const struct session *s);
+/* The one-line summary. */
+void session_print_summary(struct session *s, FILE *out, const char *trace_path);
+/* The context trie (for snapshots); valid until session_close. */
+struct trie *session_trie(struct session *s);
+void session_close(struct session *s);
+
+#endif

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# memtrace-filter: byte-identical copies of the reference traces, a time window checked
+# against the dump of the original, and clear errors on bad arguments and malformed input.
+. "$(dirname "$0")/lib/test.sh"
+FILTER=$BIN/memtrace-filter
+DUMP=$BIN/memtrace-dump
+REF=$DATA/memtrace
+
+if [ ! -x "$FILTER" ] || [ ! -x "$DUMP" ]; then
+	fail filter_built "build $FILTER and $DUMP first (make)"
+	exit 1
+fi
+
+# 1. No window: the real library's traces come out byte for byte.
+for f in "$REF"/*.ctf; do
+	name=$(basename "$f" .ctf)
+	rm -f "$TMP/out.ctf"
+	if ! err=$("$FILTER" "$f" "$TMP/out.ctf" 2>&1); then
+		fail "filter_identical_$name" "exit $?: $err"
+	elif cmp -s "$f" "$TMP/out.ctf"; then
+		pass "filter_identical_$name"
+	else
+		fail "filter_identical_$name" "$(cmp "$f" "$TMP/out.ctf" 2>&1 | head -n 1)"
+	fi
+done
+
+# 2. A window: the output must hold exactly the allocations of the original made in
+# [FROM, TO), renumbered 0, 1, ..., and the promotes and collects of those allocations.
+# The expected dump is computed from the original's dump with awk.
+src=$REF/v2-lists-r1e-3.ctf
+FROM=0.25 TO=0.5
+"$DUMP" "$src" >"$TMP/orig.txt" 2>&1
+if "$FILTER" --from $FROM --to $TO "$src" "$TMP/win.ctf" 2>"$TMP/err.txt"; then
+	pass filter_window_runs
+else
+	fail filter_window_runs "$(cat "$TMP/err.txt")"
+fi
+if "$DUMP" "$TMP/win.ctf" >"$TMP/win.txt" 2>&1; then
+	pass filter_window_dump_valid
+else
+	fail filter_window_dump_valid "$(tail -n 2 "$TMP/win.txt")"
+fi
+awk -v from=250000 -v to=500000 '
+	$2 == "alloc" {
+		old = substr($3, 4); t = $1 + 0
+		if (t >= from && t < to) { map[old] = n + 0; sub(/id=[0-9]+/, "id=" (n + 0)); n++; print }
+		next
+	}
+	$2 == "promote" || $2 == "collect" {
+		old = substr($3, 4)
+		if (old in map) { sub(/id=[0-9]+/, "id=" map[old]); print }
+	}' "$TMP/orig.txt" >"$TMP/expected.txt"
+grep -E '^[0-9]+ (alloc|promote|collect) ' "$TMP/win.txt" >"$TMP/got.txt"
+nalloc=$(grep -c ' alloc ' "$TMP/got.txt")
+if [ "$nalloc" -gt 100 ] && [ "$nalloc" -lt "$(grep -c ' alloc ' "$TMP/orig.txt")" ]; then
+	pass filter_window_nontrivial
+else
+	fail filter_window_nontrivial "$nalloc allocations kept"
+fi
+bad=$(awk -v from=250000 -v to=500000 '$2 == "alloc" && ($1 + 0 < from || $1 + 0 >= to)' "$TMP/got.txt" | head -n 1)
+if [ -z "$bad" ]; then pass filter_window_allocs_in_window; else fail filter_window_allocs_in_window "$bad"; fi
+bad=$(awk '$2 == "alloc" { if (substr($3, 4) + 0 != n + 0) { print; exit } n++; next }
+	   { if (substr($3, 4) + 0 >= n) { print; exit } }' "$TMP/got.txt")
+if [ -z "$bad" ]; then pass filter_window_ids_consistent; else fail filter_window_ids_consistent "$bad"; fi
+if cmp -s "$TMP/expected.txt" "$TMP/got.txt"; then
+	pass filter_window_events_exact
+else
+	fail filter_window_events_exact "$(diff "$TMP/expected.txt" "$TMP/got.txt" | head -n 2 | cut -c1-200 | tr '\n' ' ')"
+fi
+# Promotes and collects of kept allocations are kept even after TO.
+late=$(awk -v to=500000 '($2 == "collect" || $2 == "promote") && $1 + 0 >= to' "$TMP/got.txt" | wc -l)
+if [ "$late" -gt 0 ]; then pass filter_window_keeps_late_collects; else fail filter_window_keeps_late_collects "none after $TO s"; fi
+
+# 3. Malformed input: exit 1, the reader's message, and what was written is a valid trace.
+for m in badmagic version4-pkt2 bad-verifier alloc-id-end time-end-too-small trunc-mid-header; do
+	rm -f "$TMP/m.ctf"
+	"$FILTER" "$REF/malformed/$m.ctf" "$TMP/m.ctf" 2>"$TMP/err.txt"
+	rc=$?
+	if [ $rc -eq 1 ] && grep -q "malformed trace: .*packet 2" "$TMP/err.txt" &&
+		"$DUMP" "$TMP/m.ctf" >/dev/null 2>&1; then
+		pass "filter_malformed_$m"
+	else
+		fail "filter_malformed_$m" "exit $rc: $(head -c 300 "$TMP/err.txt")"
+	fi
+done
+rm -f "$TMP/m.ctf"
+"$FILTER" "$REF/malformed/v2-labelled-v3.ctf" "$TMP/m.ctf" 2>"$TMP/err.txt"
+rc=$?
+if [ $rc -eq 1 ] && grep -q "trace format v003" "$TMP/err.txt" && [ ! -e "$TMP/m.ctf" ]; then
+	pass filter_malformed_packet0_no_output
+else
+	fail filter_malformed_packet0_no_output "exit $rc: $(head -c 300 "$TMP/err.txt")"
+fi
+
+# 4. Bad arguments and unreadable input: exit 1 with a message that names the problem.
+expect_error() { # NAME PATTERN ARGS...
+	local name=$1 pattern=$2; shift 2
+	local err rc
+	err=$("$FILTER" "$@" 2>&1 >/dev/null)
+	rc=$?
+	if [ $rc -eq 1 ] && grep -q -- "$pattern" <<<"$err"; then pass "$name"
+	else fail "$name" "exit $rc: $err"; fi
+}
+expect_error filter_args_missing "expected two arguments" "$src"
+expect_error filter_args_bad_from "is not a number" --from abc "$src" "$TMP/x.ctf"
+expect_error filter_args_negative "is not a number" --to -1 "$src" "$TMP/x.ctf"
+expect_error filter_args_empty_window "empty window" --from 2 --to 1 "$src" "$TMP/x.ctf"
+expect_error filter_args_unknown_option "usage" --bogus "$src" "$TMP/x.ctf"
+expect_error filter_input_missing "cannot open" "$TMP/does-not-exist.ctf" "$TMP/x.ctf"
+expect_error filter_input_not_a_trace "Not a CTF packet\|not a\|magic" /etc/hostname "$TMP/x.ctf"
+cp "$src" "$TMP/same.ctf"
+expect_error filter_same_file "same file" "$TMP/same.ctf" "$TMP/same.ctf"
+if cmp -s "$src" "$TMP/same.ctf"; then pass filter_same_file_untouched; else fail filter_same_file_untouched "input was modified"; fi
+expect_error filter_output_unwritable "cannot create" "$src" /nonexistent-dir/out.ctf

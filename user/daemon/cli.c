@@ -121,8 +121,8 @@ enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, 
 		case OPT_PROBE_FLOOR: o->probe_floor = true; break;
 		case OPT_STACK_BYTES:
 			/* A user stack copy: at least a few frames, at most what a BPF record can carry. */
-			if (!parse_long(optarg, 512, 1 << 20, &l)) {
-				set_err(err, errlen, "invalid --stack-bytes '%s': expected 512 .. 1048576", optarg);
+			if (!parse_long(optarg, 512, 65536, &l)) {
+				set_err(err, errlen, "invalid --stack-bytes '%s': expected 512 .. 65536", optarg);
 				return CLI_ERROR;
 			}
 			o->stack_bytes = (unsigned)l;

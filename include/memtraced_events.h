@@ -1,0 +1,93 @@
+/* The records that cross the BPF ring buffer, from bpf/memtraced.bpf.c to user/daemon/intake.c,
+ * and the per-CPU state both sides read. Nothing else crosses.
+ *
+ * Included by the BPF program (with vmlinux.h, which defines __u32/__u64) and by userspace
+ * (with <linux/types.h>). Keep the layouts free of implicit padding.
+ */
+#ifndef MEMTRACED_EVENTS_H
+#define MEMTRACED_EVENTS_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define MT_NREGS 17                    /* DWARF order: rax rdx rcx rbx rsi rdi rbp rsp r8..r15 rip */
+#define MT_REG_RSP 7
+#define MT_REG_RIP 16
+
+#define MT_STACK_BYTES_DEFAULT 16384u
+#define MT_STACK_BYTES_MAX 65536u      /* one ring-buffer record holds at most this much stack */
+#define MT_MAX_CPUS 1024               /* per-CPU slots in global data (index is cpu & (MAX-1)) */
+#define MT_EXP_TABLE 4096              /* precomputed exponential gaps, indexed by prandom */
+
+/* The probed function, passed as the attach cookie and in records: the same values as
+ * enum alloc_fn in user/daemon/allocsyms.h (tracer.c checks it at compile time). */
+enum mt_fn {
+	MT_FN_MALLOC, MT_FN_CALLOC, MT_FN_REALLOC, MT_FN_REALLOCARRAY, MT_FN_FREE,
+	MT_FN_POSIX_MEMALIGN, MT_FN_ALIGNED_ALLOC, MT_FN_MEMALIGN, MT_FN_VALLOC, MT_FN_PVALLOC,
+	MT_FN_COUNT
+};
+
+enum mt_record_type {
+	MT_REC_ALLOC = 1,  /* struct mt_alloc_record, followed by stack bytes */
+	MT_REC_FREE = 2,   /* struct mt_free_record */
+};
+
+/* One sampled allocation, written at the allocation function's RETURN (only successful
+ * allocations). regs are the registers as at the function's ENTRY (copied there); stack is
+ * the user stack copied at the return from the entry's rsp: the caller frames are unchanged
+ * while the callee runs, and the first 8 bytes (the return address, which the kernel's
+ * return probe replaced by its trampoline) are put back to the real return address. */
+struct mt_alloc_record {
+	__u32 type;            /* MT_REC_ALLOC */
+	__u32 fn;              /* enum alloc_fn of the probed function */
+	__u32 pid, tid;
+	__u64 seq;             /* unique per tracer (a global counter in the BPF program) */
+	__u64 time_ns;         /* bpf_ktime_get_ns() at the return */
+	__u64 addr, size, nsamples;
+	__u64 regs[MT_NREGS];
+	__u32 stack_len;       /* valid bytes in stack[] */
+	__u32 stack_reserved;  /* bytes reserved for stack[] in this record (the configured size) */
+	__u8 stack[];
+};
+
+/* A free of a sampled block (free(), or realloc moving/freeing it). */
+struct mt_free_record {
+	__u32 type;            /* MT_REC_FREE */
+	__u32 pid, tid;
+	__u32 pad;
+	__u64 seq;             /* the seq of the block's MT_REC_ALLOC */
+	__u64 addr;
+	__u64 time_ns;
+};
+
+/* Value of the live map (key: block address): the BPF map is the truth about which sampled
+ * blocks are live. */
+struct mt_live_block {
+	__u64 seq;
+	__u64 size;
+};
+
+/* Per-CPU state in the program's global data (.bss), one cache line pair per CPU. Counters are
+ * added atomically (a program can be preempted on a PREEMPT kernel); userspace sums them. */
+struct mt_cpu_state {
+	__u64 countdown;       /* bytes until the next sample point (0 = not drawn yet) */
+	__u64 alloc_calls;     /* probe hits of allocation functions (nested ones included) */
+	__u64 free_calls;      /* probe hits of free (after its NULL test) */
+	__u64 samples;         /* MT_REC_ALLOC records submitted */
+	__u64 nested_skipped;  /* calls recognized as nested in another probed call: not counted */
+	__u64 drop_ringbuf;    /* records lost because the ring buffer was full */
+	__u64 drop_map_full;   /* samples lost because the live or in-flight map was full */
+	__u64 drop_stack_copy; /* samples submitted without stack (copy failed even at 1 KiB) */
+	/* Nest guard for UNSAMPLED calls of functions that may call another probed function
+	 * (realloc -> malloc, posix_memalign -> malloc, reallocarray -> realloc...): see the BPF
+	 * program. */
+	__u64 nest_sp;         /* its rsp at entry (where its return address is) */
+	__u64 nest_ret;        /* its return address */
+	__u64 nest_ip;         /* its entry address */
+	__u32 nest_tid;
+	__u32 nest_fn;
+	__u64 pad[3];
+} __attribute__((aligned(128)));
+
+#endif

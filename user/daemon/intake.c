@@ -1,0 +1,197 @@
+/* Draining the ring buffer into the daemon's callbacks, and reconciling the daemon-visible set
+ * of live sampled blocks with the BPF live map. Owner: BPF. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "memtraced_events.h"
+#include "memtraced.skel.h"
+#include "tracer_internal.h"
+
+static void deliver_alloc(struct tracer *t, const struct mt_alloc_record *r)
+{
+	/* Remember it before the callback: a FREE for it may be the next record. */
+	if (seq_table_put(&t->visible, r->seq, r->addr, t->epoch))
+		t->bad_records++; /* out of memory: the block can never be reported freed */
+	if (!t->cb || !t->cb->alloc)
+		return;
+	struct tracer_alloc a = {
+		.seq = r->seq, .pid = r->pid, .tid = r->tid, .time_ns = r->time_ns,
+		.addr = r->addr, .size = r->size, .nsamples = r->nsamples,
+		.regs = (const uint64_t *)r->regs, .stack = r->stack, .stack_len = r->stack_len,
+		.fn = (enum alloc_fn)r->fn,
+	};
+	t->cb->alloc(t->cb_ctx, &a);
+}
+
+static void deliver_free(struct tracer *t, uint64_t seq, uint64_t addr, uint64_t time_ns,
+                         uint32_t pid, uint32_t tid)
+{
+	/* Only blocks we reported, once: a FREE that reconciliation already repaired, or of an
+	 * allocation whose record was lost, is dropped here. */
+	if (!seq_table_remove(&t->visible, seq, NULL))
+		return;
+	if (!t->cb || !t->cb->free)
+		return;
+	struct tracer_free f = { .seq = seq, .addr = addr, .time_ns = time_ns, .pid = pid, .tid = tid };
+	t->cb->free(t->cb_ctx, &f);
+}
+
+int intake_record(void *ctx, void *data, size_t len)
+{
+	struct tracer *t = ctx;
+	uint32_t type;
+	if (len < sizeof(type)) {
+		t->bad_records++;
+		return 0;
+	}
+	memcpy(&type, data, sizeof(type));
+	if (type == MT_REC_ALLOC) {
+		const struct mt_alloc_record *r = data;
+		if (len < sizeof(*r) || r->stack_len > r->stack_reserved ||
+		    r->stack_reserved > len - sizeof(*r) || !r->seq || r->fn >= AF_COUNT) {
+			t->bad_records++;
+			return 0;
+		}
+		deliver_alloc(t, r);
+	} else if (type == MT_REC_FREE) {
+		const struct mt_free_record *r = data;
+		if (len < sizeof(*r)) {
+			t->bad_records++;
+			return 0;
+		}
+		deliver_free(t, r->seq, r->addr, r->time_ns, r->pid, r->tid);
+	} else {
+		t->bad_records++;
+	}
+	return 0;
+}
+
+static int drain(struct tracer *t)
+{
+	int n = ring_buffer__consume(t->rb);
+	return n < 0 ? -1 : n;
+}
+
+int tracer_poll(struct tracer *t, int timeout_ms, const struct tracer_callbacks *cb, void *ctx)
+{
+	if (!t)
+		return -1;
+	t->cb = cb;
+	t->cb_ctx = ctx;
+	/* Records are submitted without wakeup (a wakeup costs the producer ~3 us), so this
+	 * sleeps the whole timeout unless the ring fills past half (the BPF side then forces a
+	 * wakeup). */
+	int n = ring_buffer__poll(t->rb, timeout_ms < 0 ? 0 : timeout_ms);
+	if (n < 0 && n != -EINTR)
+		return -1;
+	int m = drain(t);
+	if (m < 0)
+		return -1;
+	return (n > 0 ? n : 0) + m;
+}
+
+/* Reads the seqs of every block in the BPF live map into out. */
+static int snapshot_live_map(struct tracer *t, struct seq_table *out)
+{
+	int fd = bpf_map__fd(t->skel->maps.live);
+	enum { CHUNK = 4096 };
+	uint64_t *keys = malloc(CHUNK * sizeof(*keys));
+	struct mt_live_block *vals = malloc(CHUNK * sizeof(*vals));
+	int rc = -1;
+	if (!keys || !vals)
+		goto out;
+	uint64_t batch = 0;
+	bool first = true, batch_ok = true;
+	for (;;) {
+		__u32 count = CHUNK;
+		int e = bpf_map_lookup_batch(fd, first ? NULL : &batch, &batch, keys, vals, &count, NULL);
+		int err = e ? errno : 0;
+		if (e && err != ENOENT) {
+			if (first && (err == EINVAL || err == ENOTSUP || err == EOPNOTSUPP)) {
+				batch_ok = false;
+				break;
+			}
+			goto out;
+		}
+		for (__u32 i = 0; i < count; i++)
+			if (seq_table_put(out, vals[i].seq, keys[i], 0))
+				goto out;
+		first = false;
+		if (err == ENOENT)
+			break;
+	}
+	if (!batch_ok) { /* old kernels: one key at a time */
+		uint64_t key, next;
+		bool have = false;
+		while (bpf_map_get_next_key(fd, have ? &key : NULL, &next) == 0) {
+			struct mt_live_block v;
+			if (bpf_map_lookup_elem(fd, &next, &v) == 0 && seq_table_put(out, v.seq, next, 0))
+				goto out;
+			key = next;
+			have = true;
+		}
+	}
+	rc = 0;
+out:
+	free(keys);
+	free(vals);
+	return rc;
+}
+
+int tracer_reconcile(struct tracer *t, const struct tracer_callbacks *cb, void *ctx)
+{
+	if (!t)
+		return -1;
+	t->cb = cb;
+	t->cb_ctx = ctx;
+	/* 1. Deliver what is pending. Every block reported so far was put in the live map
+	 *    before its record was written, so it is in the map unless it was freed since. */
+	if (drain(t) < 0)
+		return -1;
+	uint64_t candidates_before = ++t->epoch; /* blocks reported from now on are not checked */
+	/* 2. Snapshot the map. 3. Deliver the FREE records that raced with the snapshot. */
+	struct seq_table in_map = { 0 };
+	if (snapshot_live_map(t, &in_map)) {
+		seq_table_free(&in_map);
+		return -1;
+	}
+	if (drain(t) < 0) {
+		seq_table_free(&in_map);
+		return -1;
+	}
+	/* 4. Reported before the snapshot, not freed through a record, absent from the map: its
+	 *    FREE record was lost (ring full) or the block was replaced in the map. */
+	size_t nmissing = 0, cap = 64;
+	struct seq_entry *missing = malloc(cap * sizeof(*missing));
+	if (!missing) {
+		seq_table_free(&in_map);
+		return -1;
+	}
+	for (size_t i = 0; i < t->visible.cap; i++) {
+		const struct seq_entry *e = &t->visible.slots[i];
+		if (!e->seq || e->epoch >= candidates_before || seq_table_get(&in_map, e->seq))
+			continue;
+		if (nmissing == cap) {
+			struct seq_entry *bigger = realloc(missing, 2 * cap * sizeof(*missing));
+			if (!bigger)
+				break;
+			missing = bigger;
+			cap *= 2;
+		}
+		missing[nmissing++] = *e;
+	}
+	seq_table_free(&in_map);
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	uint64_t now_ns = (uint64_t)now.tv_sec * 1000000000u + now.tv_nsec;
+	for (size_t i = 0; i < nmissing; i++)
+		deliver_free(t, missing[i].seq, missing[i].addr, now_ns, (uint32_t)t->pid, 0);
+	free(missing);
+	t->reconciled_frees += nmissing;
+	return (int)nmissing;
+}

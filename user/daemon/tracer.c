@@ -1,0 +1,319 @@
+/* Loading and attaching the BPF program (bpf/memtraced.bpf.c); stats; closing. Owner: BPF.
+ *
+ * Mode: session uprobes (kernel 6.10+: one program sees entry and return, and the entry
+ * decides whether the return probe is set) attached through raw uprobe_multi links; where the
+ * kernel lacks them, plain uprobes + uretprobes through perf events (libbpf), where every
+ * allocation call pays a return probe.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "memtraced_events.h"
+#include "memtraced.skel.h"
+#include "tracer_internal.h"
+#include "uprobe_link.h"
+
+#define SAME(a, b) ((int)(a) == (int)(b))
+_Static_assert(SAME(MT_FN_MALLOC, AF_MALLOC) && SAME(MT_FN_CALLOC, AF_CALLOC) &&
+               SAME(MT_FN_REALLOC, AF_REALLOC) && SAME(MT_FN_REALLOCARRAY, AF_REALLOCARRAY) &&
+               SAME(MT_FN_FREE, AF_FREE) && SAME(MT_FN_POSIX_MEMALIGN, AF_POSIX_MEMALIGN) &&
+               SAME(MT_FN_ALIGNED_ALLOC, AF_ALIGNED_ALLOC) && SAME(MT_FN_MEMALIGN, AF_MEMALIGN) &&
+               SAME(MT_FN_VALLOC, AF_VALLOC) && SAME(MT_FN_PVALLOC, AF_PVALLOC) &&
+               SAME(MT_FN_COUNT, AF_COUNT),
+               "enum mt_fn (include/memtraced_events.h) must match enum alloc_fn");
+
+#define DEFAULT_RINGBUF_BYTES (4u << 20)
+
+const char *tracer_mode_name(enum tracer_mode mode)
+{
+	return mode == TRACER_MODE_SESSION ? "session uprobes" : "uprobe + uretprobe";
+}
+
+enum tracer_mode tracer_mode(const struct tracer *t)
+{
+	return t->mode;
+}
+
+static bool is_pow2(unsigned x) { return x && !(x & (x - 1)); }
+
+static int check_opts(const struct tracer_opts *o, unsigned *stack_bytes, unsigned *ring_bytes,
+                      char *err, size_t errlen)
+{
+	if (!(o->rate > 0 && o->rate <= 1)) {
+		snprintf(err, errlen, "sampling rate %g is out of range: it must be in (0, 1]", o->rate);
+		return -1;
+	}
+	*stack_bytes = o->stack_bytes ? o->stack_bytes : MT_STACK_BYTES_DEFAULT;
+	if (*stack_bytes > MT_STACK_BYTES_MAX || *stack_bytes < 64) {
+		snprintf(err, errlen, "stack copy size %u bytes is out of range: it must be in [64, %u]",
+		         *stack_bytes, MT_STACK_BYTES_MAX);
+		return -1;
+	}
+	*stack_bytes = (*stack_bytes + 7) & ~7u;
+	*ring_bytes = o->ringbuf_bytes ? o->ringbuf_bytes : DEFAULT_RINGBUF_BYTES;
+	unsigned record = sizeof(struct mt_alloc_record) + *stack_bytes + 8;
+	if (!is_pow2(*ring_bytes) || *ring_bytes < (unsigned)getpagesize() ||
+	    *ring_bytes < 4 * record) {
+		snprintf(err, errlen, "ring buffer size %u bytes is invalid: it must be a power of two, "
+		         "at least a page and at least 4 records (%u bytes each with a %u-byte stack copy)",
+		         *ring_bytes, record, *stack_bytes);
+		return -1;
+	}
+	return 0;
+}
+
+static int check_sites(const struct alloc_sites *s, char *err, size_t errlen)
+{
+	if (!s || s->n <= 0 || s->n > MAX_PROBE_SITES) {
+		snprintf(err, errlen, "no allocation functions to probe (%d sites)", s ? s->n : 0);
+		return -1;
+	}
+	for (int i = 0; i < s->n; i++) {
+		const struct probe_site *p = &s->sites[i];
+		if ((unsigned)p->fn >= AF_COUNT || !p->path[0] ||
+		    !memchr(p->path, 0, sizeof(p->path))) {
+			snprintf(err, errlen, "probe site %d is invalid (function %d, path \"%.64s\")", i,
+			         (int)p->fn, p->path);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Exponential gaps with mean `mean` bytes: the quantiles at (i + 0.5) / N, scaled so that the
+ * table's mean is exactly `mean`. The BPF side picks entries with bpf_get_prandom_u32. */
+static void fill_exp_table(volatile __u64 *table, double mean)
+{
+	double sum = 0, raw[MT_EXP_TABLE];
+	for (int i = 0; i < MT_EXP_TABLE; i++) {
+		raw[i] = -log1p(-(i + 0.5) / MT_EXP_TABLE);
+		sum += raw[i];
+	}
+	double scale = mean * MT_EXP_TABLE / sum;
+	for (int i = 0; i < MT_EXP_TABLE; i++) {
+		double g = raw[i] * scale + 0.5;
+		table[i] = g < 1 ? 1 : g > 1e18 ? (__u64)1e18 : (__u64)g;
+	}
+}
+
+static void set_autoload(struct memtraced_bpf *sk, enum tracer_mode mode, bool floor)
+{
+	bool session = mode == TRACER_MODE_SESSION;
+	bpf_program__set_autoload(sk->progs.alloc_session, session && !floor);
+	bpf_program__set_autoload(sk->progs.alloc_entry, !session && !floor);
+	bpf_program__set_autoload(sk->progs.alloc_return, !session && !floor);
+	bpf_program__set_autoload(sk->progs.free_probe, !floor);
+	bpf_program__set_autoload(sk->progs.floor_session, session && floor);
+	bpf_program__set_autoload(sk->progs.floor_entry, !session && floor);
+	bpf_program__set_autoload(sk->progs.floor_return, !session && floor);
+	bpf_program__set_autoload(sk->progs.floor_free, floor);
+	if (session) {
+		bpf_program__set_expected_attach_type(sk->progs.alloc_session, UPROBE_ATTACH_SESSION);
+		bpf_program__set_expected_attach_type(sk->progs.floor_session, UPROBE_ATTACH_SESSION);
+		bpf_program__set_expected_attach_type(sk->progs.free_probe, UPROBE_ATTACH_MULTI);
+		bpf_program__set_expected_attach_type(sk->progs.floor_free, UPROBE_ATTACH_MULTI);
+	}
+}
+
+static struct memtraced_bpf *load(pid_t pid, const struct tracer_opts *o, unsigned stack_bytes,
+                                  unsigned ring_bytes, enum tracer_mode mode, char *err,
+                                  size_t errlen)
+{
+	struct memtraced_bpf *sk = memtraced_bpf__open();
+	if (!sk) {
+		snprintf(err, errlen, "cannot open the BPF program: %s", strerror(errno));
+		return NULL;
+	}
+	sk->rodata->target_tgid = pid;
+	sk->rodata->sample_all = o->rate >= 1;
+	sk->rodata->mean_gap = o->rate >= 1 ? 8 : (__u64)llround(8 / o->rate);
+	sk->rodata->stack_bytes = stack_bytes;
+	sk->rodata->wakeup_bytes = ring_bytes / 2;
+	fill_exp_table(sk->rodata->exp_gaps, o->rate >= 1 ? 8 : 8 / o->rate);
+	bpf_map__set_max_entries(sk->maps.events, ring_bytes);
+	set_autoload(sk, mode, o->floor);
+	int e = memtraced_bpf__load(sk);
+	if (e) {
+		snprintf(err, errlen, "cannot load the BPF program (%s mode): %s (run as root, on a "
+		         "kernel with BTF; details in libbpf's messages above)",
+		         tracer_mode_name(mode), strerror(-e));
+		memtraced_bpf__destroy(sk);
+		return NULL;
+	}
+	return sk;
+}
+
+static int attach_session(struct tracer *t, const struct alloc_sites *s, char *err, size_t errlen)
+{
+	int alloc_prog = bpf_program__fd(t->floor ? t->skel->progs.floor_session : t->skel->progs.alloc_session);
+	int free_prog = bpf_program__fd(t->floor ? t->skel->progs.floor_free : t->skel->progs.free_probe);
+	bool done[MAX_PROBE_SITES] = { false };
+	/* One link per (object, kind): uprobe_multi takes one path and many offsets. */
+	for (int i = 0; i < s->n; i++) {
+		if (done[i])
+			continue;
+		uint64_t aoff[MAX_PROBE_SITES], acookie[MAX_PROBE_SITES];
+		uint64_t foff[MAX_PROBE_SITES], fcookie[MAX_PROBE_SITES];
+		unsigned na = 0, nf = 0;
+		for (int j = i; j < s->n; j++) {
+			const struct probe_site *p = &s->sites[j];
+			if (done[j] || strcmp(p->path, s->sites[i].path))
+				continue;
+			done[j] = true;
+			if (p->fn == AF_FREE) {
+				foff[nf] = p->probe_offset;
+				fcookie[nf++] = p->fn;
+			} else {
+				/* the return probe needs the entry: the return address is at [rsp] */
+				aoff[na] = p->entry_offset;
+				acookie[na++] = p->fn;
+			}
+		}
+		const char *path = s->sites[i].path;
+		if (na) {
+			int fd = uprobe_multi_link_create(alloc_prog, UPROBE_ATTACH_SESSION, path, aoff,
+			                                  acookie, na, t->pid, err, errlen);
+			if (fd < 0)
+				return -1;
+			t->link_fds[t->nlink_fds++] = fd;
+		}
+		if (nf) {
+			int fd = uprobe_multi_link_create(free_prog, UPROBE_ATTACH_MULTI, path, foff,
+			                                  fcookie, nf, t->pid, err, errlen);
+			if (fd < 0)
+				return -1;
+			t->link_fds[t->nlink_fds++] = fd;
+		}
+	}
+	return 0;
+}
+
+static int attach_one(struct tracer *t, struct bpf_program *prog, const struct probe_site *p,
+                      uint64_t offset, bool retprobe, char *err, size_t errlen)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = p->fn, .retprobe = retprobe);
+	struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, t->pid, p->path, offset, &uo);
+	if (!l) {
+		snprintf(err, errlen, "cannot attach a %s on %s at %s+0x%llx for pid %d: %s",
+		         retprobe ? "uretprobe" : "uprobe", alloc_fn_name(p->fn), p->path,
+		         (unsigned long long)offset, (int)t->pid, strerror(errno));
+		return -1;
+	}
+	t->links[t->nlinks++] = l;
+	return 0;
+}
+
+static int attach_fallback(struct tracer *t, const struct alloc_sites *s, char *err, size_t errlen)
+{
+	struct memtraced_bpf *sk = t->skel;
+	for (int i = 0; i < s->n; i++) {
+		const struct probe_site *p = &s->sites[i];
+		int rc;
+		if (p->fn == AF_FREE) {
+			rc = attach_one(t, t->floor ? sk->progs.floor_free : sk->progs.free_probe, p,
+			                p->probe_offset, false, err, errlen);
+		} else {
+			rc = attach_one(t, t->floor ? sk->progs.floor_entry : sk->progs.alloc_entry, p,
+			                p->entry_offset, false, err, errlen);
+			if (!rc)
+				rc = attach_one(t, t->floor ? sk->progs.floor_return : sk->progs.alloc_return,
+				                p, p->entry_offset, true, err, errlen);
+		}
+		if (rc)
+			return -1;
+	}
+	return 0;
+}
+
+static int silent_libbpf(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	return 0;
+}
+
+struct tracer *tracer_open(pid_t pid, const struct alloc_sites *sites, const struct tracer_opts *opts,
+                           char *err, size_t errlen)
+{
+	unsigned stack_bytes, ring_bytes;
+	if (pid <= 0) {
+		snprintf(err, errlen, "invalid pid %d", (int)pid);
+		return NULL;
+	}
+	if (!opts || check_opts(opts, &stack_bytes, &ring_bytes, err, errlen) ||
+	    check_sites(sites, err, errlen))
+		return NULL;
+	struct tracer *t = calloc(1, sizeof(*t));
+	if (!t) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	t->pid = pid;
+	t->floor = opts->floor;
+	t->mode = opts->no_session ? TRACER_MODE_UPROBE_URETPROBE : TRACER_MODE_SESSION;
+	if (t->mode == TRACER_MODE_SESSION) {
+		/* A kernel without session uprobes rejects the program: quietly fall back. */
+		libbpf_print_fn_t old = libbpf_set_print(silent_libbpf);
+		t->skel = load(pid, opts, stack_bytes, ring_bytes, t->mode, err, errlen);
+		libbpf_set_print(old);
+		if (!t->skel)
+			t->mode = TRACER_MODE_UPROBE_URETPROBE;
+	}
+	if (!t->skel)
+		t->skel = load(pid, opts, stack_bytes, ring_bytes, t->mode, err, errlen);
+	if (!t->skel)
+		goto fail;
+	int rc = t->mode == TRACER_MODE_SESSION ? attach_session(t, sites, err, errlen)
+	                                        : attach_fallback(t, sites, err, errlen);
+	if (rc)
+		goto fail;
+	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), intake_record, t, NULL);
+	if (!t->rb) {
+		snprintf(err, errlen, "cannot set up the ring buffer consumer: %s", strerror(errno));
+		goto fail;
+	}
+	return t;
+fail:
+	tracer_close(t);
+	return NULL;
+}
+
+void tracer_get_stats(struct tracer *t, struct tracer_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!t || !t->skel)
+		return;
+	for (int i = 0; i < MT_MAX_CPUS; i++) {
+		const volatile struct mt_cpu_state *c = &t->skel->bss->cpu_state[i];
+		out->alloc_calls += c->alloc_calls;
+		out->free_calls += c->free_calls;
+		out->samples += c->samples;
+		out->nested_skipped += c->nested_skipped;
+		out->drop_ringbuf += c->drop_ringbuf;
+		out->drop_map_full += c->drop_map_full;
+		out->drop_stack_copy += c->drop_stack_copy;
+	}
+	out->reconciled_frees = t->reconciled_frees;
+	out->bad_records = t->bad_records;
+	out->live_reported = t->visible.count;
+}
+
+void tracer_close(struct tracer *t)
+{
+	if (!t)
+		return;
+	/* Links first: that removes the breakpoints from the target. */
+	for (int i = 0; i < t->nlink_fds; i++)
+		close(t->link_fds[i]);
+	for (int i = 0; i < t->nlinks; i++)
+		bpf_link__destroy(t->links[i]);
+	ring_buffer__free(t->rb);
+	memtraced_bpf__destroy(t->skel);
+	seq_table_free(&t->visible);
+	free(t);
+}

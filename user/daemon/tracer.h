@@ -1,0 +1,77 @@
+/* Loading the BPF program, attaching it to a process's allocator, draining its samples.
+ * Owner: BPF. The BPF side is bpf/memtraced.bpf.c, the records include/memtraced_events.h.
+ *
+ * Usage: tracer_open() (load + attach), then tracer_poll() in a loop (each call sleeps up to
+ * timeout_ms, then delivers every record that arrived), tracer_reconcile() now and then and at
+ * the end, tracer_close(). Not thread-safe: one thread drives a tracer.
+ */
+#ifndef MEMTRACED_TRACER_H
+#define MEMTRACED_TRACER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "allocsyms.h"
+
+struct tracer_opts {
+	double rate;             /* memtrace rate: probability per 8-byte word (1.0 = everything) */
+	unsigned stack_bytes;    /* user stack copied per sample (0: default 16384, max 65536) */
+	unsigned ringbuf_bytes;  /* 0: default 4 MiB; a power of two */
+	bool floor;              /* benchmark floor: empty probes on exactly the same sites */
+	bool no_session;         /* force the uprobe + uretprobe fallback (tests, benchmarks) */
+};
+
+struct tracer_alloc {        /* one sampled allocation */
+	uint64_t seq;            /* unique per tracer, what the free record refers to */
+	uint32_t pid, tid;
+	uint64_t time_ns;        /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+	uint64_t addr, size, nsamples;
+	const uint64_t *regs;    /* 17 registers in DWARF order: rax rdx rcx rbx rsi rdi rbp rsp
+	                            r8..r15 rip, as at the allocation function's ENTRY */
+	const uint8_t *stack;    /* copy of user stack starting at regs[7] (rsp) */
+	size_t stack_len;
+	enum alloc_fn fn;        /* the function called (added field) */
+};
+
+struct tracer_free { uint64_t seq; uint64_t addr; uint64_t time_ns; uint32_t pid, tid; };
+
+struct tracer_callbacks {
+	void (*alloc)(void *ctx, const struct tracer_alloc *a);  /* pointers valid during the call */
+	void (*free)(void *ctx, const struct tracer_free *f);
+};
+
+struct tracer_stats {
+	uint64_t alloc_calls, free_calls;  /* every call seen by the probes (cheap per-CPU counters) */
+	uint64_t samples;                  /* sampled allocations submitted */
+	uint64_t drop_ringbuf, drop_map_full, drop_stack_copy;  /* counted per CPU, summed */
+	uint64_t reconciled_frees;         /* frees repaired from the live map */
+	/* added fields */
+	uint64_t nested_skipped;           /* calls inside another probed call, counted once */
+	uint64_t bad_records;              /* malformed ring-buffer records ignored (never expected) */
+	uint64_t live_reported;            /* sampled blocks reported live and not freed yet */
+};
+
+enum tracer_mode {
+	TRACER_MODE_SESSION,         /* session uprobes: return probe only for sampled calls */
+	TRACER_MODE_UPROBE_URETPROBE /* fallback: every allocation call also takes a uretprobe */
+};
+
+/* Load + attach; pid may be a stopped child (before its exec). NULL on error, with a message. */
+struct tracer *tracer_open(pid_t pid, const struct alloc_sites *sites, const struct tracer_opts *opts,
+                           char *err, size_t errlen);
+/* Sleeps up to timeout_ms (less when the ring buffer fills past half), then delivers all
+ * pending records through cb. Returns the number of records, or -1 on error. */
+int tracer_poll(struct tracer *t, int timeout_ms, const struct tracer_callbacks *cb, void *ctx);
+/* Live-map reconciliation: calls cb->free for every sampled block this tracer reported that is
+ * no longer in the BPF live map although its FREE record was lost. Call periodically and at the
+ * end. Delivers pending records first (through cb). Returns the number repaired, or -1. */
+int tracer_reconcile(struct tracer *t, const struct tracer_callbacks *cb, void *ctx);
+void tracer_get_stats(struct tracer *t, struct tracer_stats *out);
+enum tracer_mode tracer_mode(const struct tracer *t);
+const char *tracer_mode_name(enum tracer_mode mode);
+/* Detach; the target runs on unharmed. NULL is allowed. */
+void tracer_close(struct tracer *t);
+
+#endif

@@ -1,0 +1,36 @@
+/* The tracer's state, shared by tracer.c (load, attach, stats) and intake.c (records,
+ * reconciliation). Not part of the interface. Owner: BPF. */
+#ifndef MEMTRACED_TRACER_INTERNAL_H
+#define MEMTRACED_TRACER_INTERNAL_H
+#include "tracer.h"
+#include "seq_table.h"
+
+struct memtraced_bpf;
+struct ring_buffer;
+struct bpf_link;
+
+#define TRACER_MAX_LINKS (2 * MAX_PROBE_SITES)
+
+struct tracer {
+	pid_t pid;
+	enum tracer_mode mode;
+	bool floor;
+	struct memtraced_bpf *skel;
+	int link_fds[TRACER_MAX_LINKS];            /* session mode: uprobe_multi links */
+	int nlink_fds;
+	struct bpf_link *links[TRACER_MAX_LINKS];  /* fallback: perf-event uprobes */
+	int nlinks;
+	struct ring_buffer *rb;
+
+	/* intake */
+	const struct tracer_callbacks *cb;         /* during tracer_poll/reconcile */
+	void *cb_ctx;
+	struct seq_table visible;                  /* seqs reported allocated and not freed */
+	uint64_t epoch;                            /* reconcile epoch */
+	uint64_t reconciled_frees;
+	uint64_t bad_records;
+};
+
+/* libbpf ring_buffer sample callback (ctx: struct tracer). */
+int intake_record(void *ctx, void *data, size_t len);
+#endif

@@ -70,7 +70,7 @@ struct child {
 };
 
 /* Starts a workload (env: an extra "NAME=value" or NULL) and reads its report. */
-static int child_start(struct child *c, const char *prog, const char *env)
+static int child_start_in(struct child *c, const char *prog, const char *env, bool new_mnt_ns)
 {
 	int in[2], out[2];
 	memset(c, 0, sizeof(*c));
@@ -83,7 +83,8 @@ static int child_start(struct child *c, const char *prog, const char *env)
 		close(in[1]);
 		close(out[0]);
 		if (env) putenv((char *)env);
-		execl(prog, prog, (char *)NULL);
+		if (new_mnt_ns) execl("/usr/bin/unshare", "unshare", "--mount", prog, (char *)NULL);
+		else execl(prog, prog, (char *)NULL);
 		_exit(127);
 	}
 	close(in[0]);
@@ -106,6 +107,11 @@ static int child_start(struct child *c, const char *prog, const char *env)
 	for (int fn = 0; fn < AF_COUNT; fn++)
 		if (addrs[fn]) addr_to_file(c->pid, addrs[fn], &c->bound[fn]);
 	return 0;
+}
+
+static int child_start(struct child *c, const char *prog, const char *env)
+{
+	return child_start_in(c, prog, env, false);
 }
 
 static void child_stop(struct child *c)
@@ -512,6 +518,36 @@ out:
 	if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
 }
 
+/* A target in another mount namespace: its objects are opened through /proc/PID/root. */
+static void test_other_mount_ns(void)
+{
+	char prog[PATH_MAX], err[512] = "", why[PATH_MAX + 128] = "";
+	target_path("attach_pie", prog, sizeof(prog));
+	struct child c;
+	if (access("/usr/bin/unshare", X_OK) != 0 || child_start_in(&c, prog, NULL, true) != 0) {
+		printf("%s other_mount_ns: cannot run unshare --mount\n",
+		       getenv("CI") && strcmp(getenv("CI"), "true") == 0 ? "FAIL" : "SKIP");
+		return;
+	}
+	struct alloc_sites *s = calloc(1, sizeof(*s));
+	int rc = alloc_sites_for_pid(c.pid, s, err, sizeof(err));
+	char prefix[64];
+	snprintf(prefix, sizeof(prefix), "/proc/%d/root/", (int)c.pid);
+	bool prefixed = rc == 0 && s->n > 0;
+	for (int i = 0; i < s->n; i++) {
+		struct probe_site *p = &s->sites[i];
+		if (strncmp(p->path, prefix, strlen(prefix)) != 0) { prefixed = false; break; }
+		/* compare the rest with what the target's maps show */
+		memmove(p->path, p->path + strlen(prefix) - 1, strlen(p->path) - strlen(prefix) + 2);
+	}
+	CHECKF("other_mount_ns_paths_through_proc_root", prefixed, "rc %d %s: %s", rc, err,
+	       s->n ? s->sites[0].path : "(no sites)");
+	CHECKF("other_mount_ns_sites_are_the_bound_functions",
+	       prefixed && sites_match(s, c.bound, why, sizeof(why)), "%s", why);
+	free(s);
+	child_stop(&c);
+}
+
 static void test_errors(void)
 {
 	struct alloc_sites *s = calloc(1, sizeof(*s));
@@ -556,6 +592,7 @@ int main(void)
 	test_static_nm();
 	test_exec_true();
 	test_exec_runpath();
+	test_other_mount_ns();
 	test_errors();
 	return CHECK_DONE();
 }

@@ -1,13 +1,15 @@
 /* probe_cost: attaches EMPTY BPF programs to libc functions of a running process, so that the
  * micro benchmark can measure what the probes alone cost (the trap), apart from any tracer.
  *
- *   probe_cost -p PID [-k KIND] SITE...      SITE = symbol[+byte offset], e.g. malloc free+9
+ *   probe_cost -p PID [-k KIND] SITE...   SITE = libc symbol[+byte offset] (malloc, free+9), or
+ *                                         "auto": the sites memtraced probes (allocsyms.h)
  *
- * KIND says how the sites are probed:
- *   multi     an entry program through a uprobe_multi link (what memtraced does for free)
- *   session   a session uprobe_multi link whose entry returns 1: no return probe
- *             (what memtraced does for the allocation functions when a call is not sampled)
- *   uretprobe an entry probe plus a return probe on every site (what bcc memleak does)
+ * KIND says how the sites are probed (a site whose name starts with "free" is a free site):
+ *   multi     an entry program through a uprobe_multi link on every site
+ *   session   allocation sites: a session uprobe whose entry returns 1, so no return probe
+ *             (what memtraced does for unsampled calls); free sites: multi (memtraced's floor)
+ *   uretprobe allocation sites: an entry probe plus a return probe; free sites: entry only
+ *             (what bcc memleak does)
  *   perf      one classic perf-event uprobe per site (how bcc and older libbpf attach)
  * The programs are two instructions (r0 = K; exit), loaded from raw instructions, so this tool
  * needs no clang and nothing of the tracer. It prints "attached N sites" and holds the probes
@@ -31,11 +33,13 @@
 
 #include <bpf/bpf.h>
 
+#include "allocsyms.h"
+
 /* Not in Debian 12's uapi headers (linux-libc-dev 6.1) nor in libbpf 1.1.2. */
 #define ATTACH_UPROBE_MULTI 48
 #define ATTACH_UPROBE_SESSION 57
 #define UPROBE_MULTI_RETURN 1u
-#define MAX_SITES 32
+#define MAX_SITES MAX_PROBE_SITES
 
 struct link_create_uprobe_multi { /* union bpf_attr, link_create with the uprobe_multi member */
 	uint32_t prog_fd, target_fd, attach_type, flags;
@@ -152,6 +156,24 @@ static int perf_uprobe(int prog, const char *path, unsigned long off, int pid, i
 	return fd;
 }
 
+struct site { char path[4200]; unsigned long offset; int is_free; };
+
+/* SITE = symbol[+offset] in the process's libc. */
+static int resolve_libc_site(int pid, const char *spec, struct site *out)
+{
+	char name[128];
+	long extra = 0;
+	snprintf(name, sizeof name, "%s", spec);
+	char *plus = strchr(name, '+');
+	if (plus) { *plus = 0; extra = strtol(plus + 1, NULL, 0); }
+	if (find_libc(pid, out->path, sizeof out->path)) return -1;
+	long off = symbol_file_offset(out->path, name);
+	if (off < 0) { fprintf(stderr, "probe_cost: no symbol '%s' in %s\n", name, out->path); return -1; }
+	out->offset = off + extra;
+	out->is_free = !strncmp(name, "free", 4);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int pid = 0;
@@ -161,45 +183,52 @@ int main(int argc, char **argv)
 		else if (c == 'k') kind = optarg;
 		else goto usage;
 	}
-	int nsites = argc - optind;
-	if (pid <= 0 || nsites <= 0 || nsites > MAX_SITES) goto usage;
+	int nspecs = argc - optind;
+	if (pid <= 0 || nspecs <= 0 || nspecs > MAX_SITES) goto usage;
 	int is_multi = !strcmp(kind, "multi"), is_session = !strcmp(kind, "session");
 	int is_uret = !strcmp(kind, "uretprobe"), is_perf = !strcmp(kind, "perf");
 	if (!is_multi && !is_session && !is_uret && !is_perf) {
 		fprintf(stderr, "probe_cost: unknown kind '%s' (multi, session, uretprobe, perf)\n", kind);
 		return 2;
 	}
-	char libc[4200];
-	if (find_libc(pid, libc, sizeof libc)) return 1;
-	unsigned long offs[MAX_SITES];
-	for (int i = 0; i < nsites; i++) {
-		char name[128];
-		const char *site = argv[optind + i];
-		long extra = 0;
-		snprintf(name, sizeof name, "%s", site);
-		char *plus = strchr(name, '+');
-		if (plus) { *plus = 0; extra = strtol(plus + 1, NULL, 0); }
-		long off = symbol_file_offset(libc, name);
-		if (off < 0) { fprintf(stderr, "probe_cost: no symbol '%s' in %s\n", name, libc); return 1; }
-		offs[i] = off + extra;
+	static struct site sites[MAX_SITES];
+	int nsites = 0;
+	if (nspecs == 1 && !strcmp(argv[optind], "auto")) {
+		static struct alloc_sites as;
+		char err[512];
+		if (alloc_sites_for_pid(pid, &as, err, sizeof err)) {
+			fprintf(stderr, "probe_cost: finding the allocator of %d: %s\n", pid, err);
+			return 1;
+		}
+		for (int i = 0; i < as.n && nsites < MAX_SITES; i++, nsites++) {
+			snprintf(sites[nsites].path, sizeof sites[nsites].path, "%s", as.sites[i].path);
+			sites[nsites].offset = as.sites[i].probe_offset;
+			sites[nsites].is_free = as.sites[i].fn == AF_FREE;
+			printf("site %s %s+%#lx%s\n", alloc_fn_name(as.sites[i].fn), as.sites[i].path,
+			       (unsigned long)as.sites[i].probe_offset,
+			       as.sites[i].probe_offset != as.sites[i].entry_offset ? " (after the entry)" : "");
+		}
+		printf("allocator: %s\n", as.allocator);
+	} else {
+		for (; nsites < nspecs; nsites++)
+			if (resolve_libc_site(pid, argv[optind + nsites], &sites[nsites])) return 1;
 	}
 
-	int nfds = 0, fds[2 * MAX_SITES + 2];
-	if (is_perf) {
-		int prog = load_empty_prog(0, 0);
-		if (prog < 0) return 1;
-		for (int i = 0; i < nsites; i++)
-			if ((fds[nfds++] = perf_uprobe(prog, libc, offs[i], pid, 0)) < 0) return 1;
-	} else if (is_session) {
-		int prog = load_empty_prog(1, ATTACH_UPROBE_SESSION); /* 1 = skip the return probe */
-		if (prog < 0 || (fds[nfds++] = link_multi(prog, ATTACH_UPROBE_SESSION, libc, offs, nsites, pid, 0)) < 0) return 1;
-	} else {
-		int prog = load_empty_prog(0, ATTACH_UPROBE_MULTI);
-		if (prog < 0 || (fds[nfds++] = link_multi(prog, ATTACH_UPROBE_MULTI, libc, offs, nsites, pid, 0)) < 0) return 1;
-		if (is_uret && (fds[nfds++] = link_multi(prog, ATTACH_UPROBE_MULTI, libc, offs, nsites, pid, UPROBE_MULTI_RETURN)) < 0)
-			return 1;
+	int prog_entry = load_empty_prog(0, is_perf ? 0 : ATTACH_UPROBE_MULTI);
+	int prog_session = is_session ? load_empty_prog(1, ATTACH_UPROBE_SESSION) : 0; /* 1 = no return probe */
+	if (prog_entry < 0 || prog_session < 0) return 1;
+	int nfds = 0, fds[2 * MAX_SITES];
+	for (int i = 0; i < nsites; i++) {
+		struct site *s = &sites[i];
+		if (is_perf) fds[nfds++] = perf_uprobe(prog_entry, s->path, s->offset, pid, 0);
+		else if (is_session && !s->is_free)
+			fds[nfds++] = link_multi(prog_session, ATTACH_UPROBE_SESSION, s->path, &s->offset, 1, pid, 0);
+		else fds[nfds++] = link_multi(prog_entry, ATTACH_UPROBE_MULTI, s->path, &s->offset, 1, pid, 0);
+		if (is_uret && !s->is_free)
+			fds[nfds++] = link_multi(prog_entry, ATTACH_UPROBE_MULTI, s->path, &s->offset, 1, pid, UPROBE_MULTI_RETURN);
+		if (fds[nfds - 1] < 0) return 1;
 	}
-	printf("attached %d sites (%s) in %s\n", nsites, kind, libc);
+	printf("attached %d sites (%s)\n", nsites, kind);
 	fflush(stdout);
 	signal(SIGINT, on_stop);
 	signal(SIGTERM, on_stop);
@@ -207,6 +236,6 @@ int main(int argc, char **argv)
 	for (int i = 0; i < nfds; i++) close(fds[i]);
 	return 0;
 usage:
-	fprintf(stderr, "usage: probe_cost -p PID [-k multi|session|uretprobe|perf] SITE... (SITE = symbol[+offset], at most %d)\n", MAX_SITES);
+	fprintf(stderr, "usage: probe_cost -p PID [-k multi|session|uretprobe|perf] SITE... (SITE = symbol[+offset] or auto, at most %d)\n", MAX_SITES);
 	return 2;
 }

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# memtrace-report, memtrace-diff, memtrace-pprof on synthetic traces with known sites and bytes
+# (written by tests/unit/test_heapview --write, numbers documented there), on the reference
+# traces, and on the malformed ones (every tool rejects them with the reader's message).
+source "$(dirname "$0")/lib/test.sh"
+GEN=$TOP/$BUILD/tests/unit/test_heapview
+REPORT=$BIN/memtrace-report DIFF=$BIN/memtrace-diff PPROF=$BIN/memtrace-pprof FG=$BIN/memtrace-flamegraph
+for b in "$GEN" "$REPORT" "$DIFF" "$PPROF" "$FG"; do
+	[ -x "$b" ] || { fail tools_built "missing $b (run make)"; exit 1; }
+done
+"$GEN" --write "$TMP/fx" >/dev/null || { fail tools_fixtures "test_heapview --write failed"; exit 1; }
+M=$TMP/fx/main.ctf
+
+# expect NAME TEXT PATTERN: PASS if the (grep -E) pattern matches a line of TEXT.
+expect() {
+	if printf '%s\n' "$2" | grep -Eq -- "$3"; then pass "$1"
+	else fail "$1" "no line matches /$3/ in: $(printf '%s' "$2" | head -c 600 | tr '\n' '|')"; fi
+}
+# first_row TEXT: the first ranked row ("  1. ...") of a table
+first_row() { printf '%s\n' "$1" | grep -E '^ +1\. ' | head -1; }
+
+# ---- memtrace-report
+out=$("$REPORT" --raw --by alloc "$M")
+expect report_alloc_total "$out" 'allocated 3850240 \(.*live at the end 1187840'
+expect report_alloc_first "$(first_row "$out")" '^ +1\. 2457600 +63\.8% .* big\.c:30$'
+expect report_alloc_rows "$out" '^ +3\. 409600 .* small\.c:60$'
+expect report_stack_symbolized "$out" '^ +at alloc_big \(big\.c:30\)$'
+expect report_inlined_marked "$out" '^ +at small_site \(small\.c:60\) \[inlined\]$'
+expect report_stack_caller "$out" '^ +at main \(main\.c:10\)$'
+out=$("$REPORT" --raw --by live "$M")
+expect report_live_first "$(first_row "$out")" '^ +1\. 983040 +82\.8% .*leak\.c:40$'
+expect report_live_only_live_sites "$out" '^ +2\. 204800 .* small\.c:60$'
+if printf '%s\n' "$out" | grep -q 'big\.c:30'; then fail report_live_excludes_freed "big.c:30 (all freed) listed"
+else pass report_live_excludes_freed; fi
+out=$("$REPORT" --raw --by live --group function "$M")
+expect report_group_function "$(first_row "$out")" '^ +1\. 983040 .* leak_site$'
+expect report_group_function_stacks "$out" 'heaviest of 2 stacks'
+out=$("$REPORT" --raw --by alloc --group stack "$M")
+expect report_group_stack "$out" '^ +4\. 163840 .* leak\.c:40 leak_site <- other\.c:70 other_path <- main\.c:10 main$'
+out=$("$REPORT" --raw --by alloc --top 1 "$M")
+if [ "$(printf '%s\n' "$out" | grep -cE '^ +[0-9]+\. ')" = 1 ]; then pass report_top_n; else fail report_top_n "not one row"; fi
+out=$("$REPORT" --raw --from 1.5 --to 3.5 "$M")
+expect report_window "$out" 'allocated 1228800 \(.*live at the end 1024000'
+out=$("$REPORT" --raw --by live --to 0.2 "$M")
+expect report_live_at_time "$(first_row "$out")" '^ +1\. 81920 .* big\.c:30$'
+out=$("$REPORT" --by nonsense "$M" 2>&1); rc=$?
+if [ $rc = 2 ] && printf '%s' "$out" | grep -q 'alloc or live'; then pass report_bad_option; else fail report_bad_option "rc $rc: $out"; fi
+out=$("$REPORT" "$TMP/nope.ctf" 2>&1); rc=$?
+if [ $rc = 1 ] && printf '%s' "$out" | grep -q 'No such file'; then pass report_missing_file; else fail report_missing_file "rc $rc: $out"; fi
+# every reference trace reads, with a plausible first row
+bad=""
+for t in "$DATA"/memtrace/*.ctf; do
+	o=$("$REPORT" --top 3 "$t" 2>&1) && first_row "$o" | grep -q '%' || bad="$bad $(basename "$t")"
+done
+if [ -z "$bad" ]; then pass report_reference_traces; else fail report_reference_traces "failed on:$bad"; fi
+
+# ---- memtrace-diff: snapshots of a leaking target (site leak_site grows)
+out=$("$DIFF" --raw "$TMP/fx/snapA.ctf" "$TMP/fx/snapB.ctf")
+expect diff_leak_first "$(first_row "$out")" '^ +1\. \+2457600 +live 819200 -> 3276800 +leak\.c:40 leak_site <- work\.c:20 work <- main\.c:10 main$'
+expect diff_new_context "$out" '^ +2\. \+81920 +live 0 -> 81920 +small\.c:60 small_site'
+shrank=$(printf '%s\n' "$out" | sed -n '/^Shrank/,$p')
+expect diff_shrank "$(first_row "$shrank")" '^ +1\. -409600 +live 1638400 -> 1228800 +big\.c:30'
+expect diff_stack_printed "$out" '^ +at leak_site \(leak\.c:40\)$'
+out=$("$DIFF" --raw --group function "$TMP/fx/snapA.ctf" "$M")
+expect diff_general_trace_live_at_end "$(first_row "$out")" '^ +1\. \+204800 +live 0 -> 204800 +small_site$'
+out=$("$DIFF" --raw "$TMP/fx/snapB.ctf" "$TMP/fx/snapB.ctf")
+expect diff_same_is_empty "$out" '^change: \+0$'
+
+# ---- memtrace-pprof, read back by go tool pprof
+if "$PPROF" "$M" -o "$TMP/main.pb.gz" && gzip -t "$TMP/main.pb.gz"; then pass pprof_written; else fail pprof_written "no gzip output"; fi
+if command -v go >/dev/null; then
+	export GOCACHE=${GOCACHE:-$TMP/gocache} HOME=${HOME:-$TMP}
+	top() { go tool pprof -top -unit=B -sample_index="$1" "$TMP/main.pb.gz" 2>&1; }
+	out=$(top alloc_space)
+	expect pprof_alloc_big "$out" '^ +2457600B +63\.8[0-9]% .* alloc_big$'
+	expect pprof_alloc_leak "$out" '^ +983040B .* leak_site$'
+	expect pprof_alloc_small_inline "$out" '^ +409600B .* small_site \(inline\)$'
+	expect pprof_cumulative "$out" '^ +0 +0% .* 3850240B +100% +main$'
+	out=$(top inuse_space)
+	expect pprof_inuse_leak "$out" '^ +983040B +82\.7[0-9]% .* leak_site$'
+	expect pprof_inuse_total "$out" 'of 1187840B total'
+	out=$(go tool pprof -top -sample_index=alloc_objects "$TMP/main.pb.gz" 2>&1)
+	expect pprof_alloc_objects "$out" '^ +30 .* alloc_big$'
+	out=$(go tool pprof -top -lines -unit=B -sample_index=alloc_space "$TMP/main.pb.gz" 2>&1)
+	expect pprof_lines_inlined "$out" '^ +409600B .* small_site small\.c:60 \(inline\)$'
+	expect pprof_lines_caller "$out" '^ +0 .* 409600B .* helper helper\.c:50$'
+	"$PPROF" "$DATA/memtrace/upstream-ocamlopt-v2.ctf" -o "$TMP/ocamlopt.pb.gz" &&
+		out=$(go tool pprof -top -sample_index=alloc_space "$TMP/ocamlopt.pb.gz" 2>&1)
+	expect pprof_reference_trace "$out" 'Stdlib__set\.Make\.bal'
+else
+	skip pprof_go "go (golang-go) is needed to read the profile back (make deps)"
+fi
+
+# ---- every tool rejects every malformed trace with the reader's message (the same for all)
+bad=0
+for t in "$DATA"/memtrace/malformed/*.ctf; do
+	msgs=""
+	for tool in report diff pprof flamegraph; do
+		case $tool in
+		report) out=$("$REPORT" "$t" 2>&1) ;;
+		diff) out=$("$DIFF" "$t" "$t" 2>&1) ;;
+		pprof) out=$("$PPROF" "$t" -o "$TMP/bad.pb.gz" 2>&1) ;;
+		flamegraph) out=$("$FG" "$t" -o "$TMP/bad.svg" 2>&1) ;;
+		esac
+		rc=$?
+		msg=$(printf '%s\n' "$out" | sed -n "s/^memtrace-$tool: //p" | head -1)
+		if [ $rc != 1 ] || ! printf '%s' "$msg" | grep -q "malformed trace: "; then
+			echo "memtrace-$tool on $(basename "$t"): rc $rc, $out"; bad=$((bad + 1))
+		fi
+		msgs="$msgs$msg"$'\n'
+	done
+	[ "$(printf '%s' "$msgs" | sort -u | wc -l)" = 1 ] || { echo "different messages for $t: $msgs"; bad=$((bad + 1)); }
+done
+if [ $bad = 0 ]; then pass tools_reject_malformed; else fail tools_reject_malformed "$bad problems (see log)"; fi
+exit 0

@@ -30,6 +30,7 @@ struct session {
 	uint64_t written_allocs, written_collects; /* kept when the writer is closed */
 	struct tracer_stats final_stats;
 	char error[512];
+	char stacks_error[256]; /* why the unwinder could not be prepared (lazily, spawn mode) */
 	uint64_t codes[MAX_CODES];
 	uint64_t bt[MAX_CODES];
 };
@@ -42,6 +43,13 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* The writer's mt_locations_fn: the unwinder may be prepared after the writer. */
+static int session_locations(void *ctx, uint64_t code, const mt_location **locs)
+{
+	struct session *s = ctx;
+	return s->stacks ? stacks_locations(s->stacks, code, locs) : -1;
+}
+
 static void on_alloc(void *ctx, const struct tracer_alloc *a)
 {
 	struct session *s = ctx;
@@ -50,8 +58,14 @@ static void on_alloc(void *ctx, const struct tracer_alloc *a)
 		s->other_pid++;
 		return;
 	}
-	int n = stacks_unwind(s->stacks, (pid_t)a->tid, a->regs, a->stack, a->stack_len, s->codes,
-			      MAX_CODES);
+	if (!s->stacks) {
+		char e[256];
+		s->stacks = stacks_open(s->pid, e, sizeof e);
+		if (!s->stacks && !s->stacks_error[0])
+			snprintf(s->stacks_error, sizeof s->stacks_error, "%s", e);
+	}
+	int n = s->stacks ? stacks_unwind(s->stacks, (pid_t)a->tid, a->regs, a->stack, a->stack_len,
+					  s->codes, MAX_CODES) : 0;
 	if (n < 0) n = 0;
 	/* stacks give innermost first; memtrace backtraces and the trie are outermost first */
 	for (int i = 0; i < n; i++) s->bt[i] = s->codes[n - 1 - i];
@@ -104,10 +118,16 @@ struct session *session_open(const struct session_opts *o, char *err, size_t err
 			set_err(err, errlen, "out of memory");
 			goto fail;
 		}
-		s->stacks = stacks_open(o->pid, e, sizeof e);
-		if (!s->stacks) {
-			set_err(err, errlen, "cannot prepare the unwinder for PID %d: %s", (int)o->pid, e);
-			goto fail;
+		/* A child held before its exec still has our mappings: its unwinder is prepared at
+		 * its first sample, when its allocator is mapped (stacks' own automatic refresh is
+		 * rate-limited and would lose the first samples). */
+		if (!o->spawned) {
+			s->stacks = stacks_open(o->pid, e, sizeof e);
+			if (!s->stacks) {
+				set_err(err, errlen, "cannot prepare the unwinder for PID %d: %s",
+					(int)o->pid, e);
+				goto fail;
+			}
 		}
 	}
 	struct tracer_opts topts = {
@@ -127,7 +147,7 @@ struct session *session_open(const struct session_opts *o, char *err, size_t err
 			.allocator = o->sites->allocator,
 			.drops = total_drops(&st),
 		};
-		s->out = trace_out_open(o->out_fd, &info, stacks_locations, s->stacks, e, sizeof e);
+		s->out = trace_out_open(o->out_fd, &info, session_locations, s, e, sizeof e);
 		if (!s->out) {
 			set_err(err, errlen, "%s", e);
 			goto fail;
@@ -142,7 +162,7 @@ fail:
 
 void session_target_started(struct session *s)
 {
-	if (s->stacks) stacks_refresh(s->stacks);
+	(void)s; /* the unwinder is prepared at the first sample (see session_open) */
 }
 
 static void tick(struct session *s)

@@ -15,6 +15,7 @@ struct session_opts {
 	double rate;
 	unsigned stack_bytes;
 	bool floor;              /* empty probes only: no unwinding, no trace (benchmarks) */
+	bool spawned;            /* pid is a child held before its exec (-- CMD) */
 	int out_fd;              /* the trace file, open for writing (ignored with floor) */
 	const char *executable;  /* the target's executable, for the trace info */
 	const struct alloc_sites *sites;

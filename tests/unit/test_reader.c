@@ -43,6 +43,9 @@ struct hdr {
 	int64_t aid_b, aid_e;
 	uint16_t version;
 	int32_t size_override; /* bits; 0 = the real size */
+	int verify;            /* 1 = use the verifier below instead of the dummy one */
+	uint16_t verify_ix, verify_pred;
+	uint64_t verify_val;
 };
 
 /* Appends a packet (dummy verifier) with the given content. */
@@ -57,7 +60,9 @@ static void packet(struct bytes *out, struct hdr h, const struct bytes *content)
 	mt_put_u64(x + MT_H_TIME_END, h.te);
 	mt_put_u16(x + MT_H_VERSION, h.version ? h.version : 2);
 	mt_put_u64(x + MT_H_PID, h.pid ? h.pid : PID);
-	mt_put_u16(x + MT_H_VERIFY_IX, MT_VERIFY_NONE);
+	mt_put_u16(x + MT_H_VERIFY_IX, h.verify ? h.verify_ix : MT_VERIFY_NONE);
+	mt_put_u16(x + MT_H_VERIFY_PRED, h.verify ? h.verify_pred : 0);
+	mt_put_u64(x + MT_H_VERIFY_VAL, h.verify ? h.verify_val : 0);
 	mt_put_u64(x + MT_H_ALLOC_BEGIN, (uint64_t)h.aid_b);
 	mt_put_u64(x + MT_H_ALLOC_END, (uint64_t)h.aid_e);
 	put(out, x, sizeof(x));
@@ -484,6 +489,36 @@ static void test_damage(void)
 	CHECKF("reader-bad-alloc-id-begin-warning", o.rc == 0 && o.warnings == 1, "rc %d", o.rc);
 	o = with_events(&c, (struct hdr){ .version = 3 });
 	CHECKF("reader-v3-rejected", o.rc < 0 && has(&o, "trace format v003, but expected v002"), "'%s'", o.msg);
+
+	/* The verifier (sec. 8): the cache is empty before packet 2; 0.2.3 checks it while
+	 * parsing the header, so also on a packet it then skips. */
+	o = with_events(&c, (struct hdr){ .pid = 7, .verify = 1, .verify_ix = 5, .verify_val = 0x999 });
+	CHECKF("reader-verifier-checked-on-skipped-packet",
+	       o.rc < 0 && has(&o, "cache verification failed") && has(&o, "bucket 5"), "'%s'", o.msg);
+	o = with_events(&c, (struct hdr){ .verify = 1, .verify_ix = 20000 });
+	CHECKF("reader-verifier-bucket-out-of-range", o.rc < 0 && has(&o, "bucket 20000 does not exist"),
+	       "'%s'", o.msg);
+	c.len = 0;
+	ev_header(&c, MT_EV_ID_SHORT_ALLOC_BASE + 1, T0 + 10);
+	putvint(&c, 0);
+	put8(&c, 1);
+	put16(&c, 5 << 2 | 3), put64(&c, 0x100);
+	{
+		size_t ends[8];
+		int np;
+		struct bytes t = small_trace(ends, &np);
+		t.len = ends[1];
+		packet(&t, (struct hdr){ .tb = T0 + 10, .te = T0 + 10, .aid_e = 1, .verify = 1, .verify_ix = 9 }, &c);
+		struct bytes e = { 0 };
+		/* after the miss in bucket 5: pred[0] = 5, loc[5] = 0x100 */
+		packet(&t, (struct hdr){ .tb = T0 + 10, .te = T0 + 10, .aid_b = 1, .aid_e = 1, .verify = 1,
+					 .verify_ix = 0, .verify_pred = 5, .verify_val = 0 }, &e);
+		packet(&t, (struct hdr){ .tb = T0 + 10, .te = T0 + 10, .aid_b = 1, .aid_e = 1, .verify = 1,
+					 .verify_ix = 5, .verify_pred = 0, .verify_val = 0x100 }, &e);
+		o = read_all(t.p, t.len);
+		CHECKF("reader-verifier-matches", o.rc == 0 && o.allocs == 1, "'%s'", o.msg);
+		free(t.p);
+	}
 	free(c.p);
 }
 

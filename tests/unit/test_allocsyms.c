@@ -548,6 +548,35 @@ static void test_other_mount_ns(void)
 	child_stop(&c);
 }
 
+/* A running program whose executable was deleted (replaced on disk): read via /proc/PID/exe. */
+static void test_deleted_exe(void)
+{
+	char prog[PATH_MAX], copy[] = "/tmp/allocsyms-deleted.XXXXXX", cmd[2 * PATH_MAX], err[512] = "";
+	target_path("attach_interpose", prog, sizeof(prog));
+	int fd = mkstemp(copy);
+	if (fd < 0) { CHECK("deleted_exe_through_proc_exe", 0); return; }
+	close(fd);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s' && chmod +x '%s'", prog, copy, copy);
+	struct child c;
+	if (system(cmd) != 0 || child_start(&c, copy, NULL) != 0) {
+		CHECKF("deleted_exe_through_proc_exe", 0, "cannot run a copy of %s", prog);
+		unlink(copy);
+		return;
+	}
+	unlink(copy);
+	struct alloc_sites *s = calloc(1, sizeof(*s));
+	int rc = alloc_sites_for_pid(c.pid, s, err, sizeof(err));
+	char proc_exe[64];
+	snprintf(proc_exe, sizeof(proc_exe), "/proc/%d/exe", (int)c.pid);
+	const struct probe_site *m = rc == 0 ? site_of(s, AF_MALLOC) : NULL;
+	CHECKF("deleted_exe_through_proc_exe", m && strcmp(m->path, proc_exe) == 0 &&
+	       c.bound[AF_MALLOC].present && m->entry_offset == c.bound[AF_MALLOC].offset &&
+	       strstr(s->notes, "deleted"), "rc %d %s: malloc %s, notes \"%s\"", rc, err,
+	       m ? m->path : "-", s->notes);
+	free(s);
+	child_stop(&c);
+}
+
 static void test_errors(void)
 {
 	struct alloc_sites *s = calloc(1, sizeof(*s));
@@ -593,6 +622,7 @@ int main(void)
 	test_exec_true();
 	test_exec_runpath();
 	test_other_mount_ns();
+	test_deleted_exe();
 	test_errors();
 	return CHECK_DONE();
 }

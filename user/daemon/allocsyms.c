@@ -174,6 +174,7 @@ struct mapping {
 	uint64_t start, end;
 	char *path;   /* NULL for anonymous and [special] mappings */
 	bool deleted;
+	bool host_path; /* path is openable as is (no root prefix): /proc/PID/exe */
 };
 struct maps {
 	struct mapping *m;
@@ -219,6 +220,7 @@ static int maps_read(pid_t pid, struct maps *mp, char *err, size_t errlen)
 		m->end = end;
 		m->path = NULL;
 		m->deleted = false;
+		m->host_path = false;
 		if (p[0] == '/') {
 			size_t len = strlen(p);
 			static const char del[] = " (deleted)";
@@ -254,7 +256,7 @@ static int add_mapped(struct objlist *l, const struct mapping *m, const char *ro
 {
 	char path[PATH_MAX];
 	if (!m || !m->path) return 0;
-	snprintf(path, sizeof(path), "%s%s", root, m->path);
+	snprintf(path, sizeof(path), "%s%s", m->host_path ? "" : root, m->path);
 	if (objlist_has(l, path)) return 0;
 	if (m->deleted) {
 		notes_add(out->notes, sizeof(out->notes),
@@ -376,11 +378,34 @@ int alloc_sites_for_pid(pid_t pid, struct alloc_sites *out, char *err, size_t er
 	}
 	exe[n] = 0;
 	static const char del[] = " (deleted)";
-	if ((size_t)n > sizeof(del) - 1 && strcmp(exe + n - (sizeof(del) - 1), del) == 0)
+	bool exe_deleted = false;
+	if ((size_t)n > sizeof(del) - 1 && strcmp(exe + n - (sizeof(del) - 1), del) == 0) {
 		exe[n - (sizeof(del) - 1)] = 0;
+		exe_deleted = true;
+	}
 
 	struct maps mp;
 	if (maps_read(pid, &mp, err, errlen) != 0) return -1;
+	if (exe_deleted) {
+		/* A deleted executable stays reachable through /proc/PID/exe, and uprobes attach
+		 * through that path too (it resolves to the mapped inode). Deleted libraries are
+		 * skipped with a note. */
+		char proc_exe[64];
+		snprintf(proc_exe, sizeof(proc_exe), "/proc/%d/exe", (int)pid);
+		for (int i = 0; i < mp.n; i++) {
+			struct mapping *m = &mp.m[i];
+			if (!m->path || !m->deleted || strcmp(m->path, exe) != 0) continue;
+			char *dup = strdup(proc_exe);
+			if (!dup) continue;
+			free(m->path);
+			m->path = dup;
+			m->deleted = false;
+			m->host_path = true;
+		}
+		notes_add(out->notes, sizeof(out->notes),
+		          "executable %s was deleted: read through %s", exe, proc_exe);
+		snprintf(exe, sizeof(exe), "%s", proc_exe);
+	}
 	int rc = -1;
 	struct objlist objs = { 0 };
 	bool any_file = false;
@@ -393,7 +418,7 @@ int alloc_sites_for_pid(pid_t pid, struct alloc_sites *out, char *err, size_t er
 	target_root(pid, root, sizeof(root));
 
 	char exe_open[PATH_MAX];
-	snprintf(exe_open, sizeof(exe_open), "%s%s", root, exe);
+	snprintf(exe_open, sizeof(exe_open), "%s%s", exe_deleted ? "" : root, exe);
 	struct elfobj eo;
 	char oerr[512];
 	if (elfobj_open(&eo, exe_open, oerr, sizeof(oerr)) != 0) {
@@ -405,7 +430,6 @@ int alloc_sites_for_pid(pid_t pid, struct alloc_sites *out, char *err, size_t er
 
 	if (static_exe || link_map_order(pid, &mp, root, &objs, out) != 0) {
 		objlist_free(&objs);
-		out->notes[0] = 0;
 		if (maps_order(&mp, exe, root, &objs, out) != 0) {
 			snprintf(err, errlen, "out of memory reading pid %d's mappings", (int)pid);
 			goto out;

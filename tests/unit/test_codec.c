@@ -213,6 +213,7 @@ static void test_backtraces(void)
 
 	/* Cache verifier sequence (sec. 8). */
 	static const uint16_t seq[] = {4242, 9655, 15068, 4097, 9510};
+	mt_bt_encoder_free(e);
 	mt_bt_encoder_init(e);
 	int ok = 1;
 	for (int i = 0; i < 5; i++) {

@@ -135,7 +135,7 @@ static struct memtraced_bpf *load(pid_t pid, const struct tracer_opts *o, unsign
 	sk->rodata->sample_all = o->rate >= 1;
 	sk->rodata->mean_gap = o->rate >= 1 ? 8 : (__u64)llround(8 / o->rate);
 	sk->rodata->stack_bytes = stack_bytes;
-	sk->rodata->wakeup_bytes = ring_bytes / 2;
+	sk->rodata->wakeup_bytes = ring_bytes / 8; /* leave room for wakeup latency */
 	fill_exp_table(sk->rodata->exp_gaps, o->rate >= 1 ? 8 : 8 / o->rate);
 	bpf_map__set_max_entries(sk->maps.events, ring_bytes);
 	set_autoload(sk, mode, o->floor);

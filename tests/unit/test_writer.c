@@ -413,6 +413,29 @@ static void test_locations(void)
 	close(fd);
 }
 
+/* Trace-info strings too long for packet 0 are cut so that it fits in 32 KiB (5.1). */
+static void test_long_info(void)
+{
+	static char name[40000];
+	memset(name, 'n', sizeof name - 1);
+	mt_trace_info li = info;
+	li.executable_name = li.host_name = li.ocaml_runtime_params = li.context = name;
+	int fd = memfd();
+	mt_writer *w = mt_writer_open(fd, &li, locations, NULL);
+	int ok = w && mt_writer_close(w) == 0;
+	size_t len;
+	uint8_t *b = slurp(fd, &len);
+	struct walk wk;
+	CHECKF("long_info_fits", ok && walk(b, len, &wk) == 2 && wk.max_size <= MT_MAX_PACKET,
+	       "%s", wk.msg);
+	mt_reader *r = reopen(fd);
+	CHECK("long_info_readable", r && strlen(mt_reader_info(r)->executable_name) > 1000 &&
+					    mt_reader_info(r)->pid == PID);
+	if (r) mt_reader_close(r);
+	free(b);
+	close(fd);
+}
+
 static void test_errors(void)
 {
 	/* ENOSPC on packet 0. */
@@ -461,6 +484,7 @@ int main(void)
 	test_one_write_per_packet();
 	test_truthful_prefix();
 	test_locations();
+	test_long_info();
 	test_errors();
 	return CHECK_DONE();
 }

@@ -98,22 +98,23 @@ static int wait_stop(pid_t pid)
 	return WIFSTOPPED(st) ? 0 : -1;
 }
 
-/* Registers (DWARF order) and the stack from rsp, as the BPF side captures them. */
-static int capture(pid_t pid, struct sample *s)
+/* Registers (DWARF order) of thread tid and the stack from its rsp, as the BPF side captures
+ * them. */
+static int capture_thread(pid_t pid, pid_t tid, struct sample *s)
 {
-	if (ptrace(PTRACE_SEIZE, pid, 0, 0) != 0)
+	if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0)
 		return -1;
-	ptrace(PTRACE_INTERRUPT, pid, 0, 0);
+	ptrace(PTRACE_INTERRUPT, tid, 0, 0);
 	int st;
 	do {
-		if (waitpid(pid, &st, __WALL) != pid) {
-			ptrace(PTRACE_DETACH, pid, 0, 0);
+		if (waitpid(tid, &st, __WALL) != tid) {
+			ptrace(PTRACE_DETACH, tid, 0, 0);
 			return -1;
 		}
 	} while (!WIFSTOPPED(st));
 	struct user_regs_struct r;
-	int rc = ptrace(PTRACE_GETREGS, pid, 0, &r);
-	ptrace(PTRACE_DETACH, pid, 0, 0);
+	int rc = ptrace(PTRACE_GETREGS, tid, 0, &r);
+	ptrace(PTRACE_DETACH, tid, 0, 0);
 	if (rc != 0)
 		return -1;
 	const uint64_t dwarf_order[STACKS_NREGS] = {r.rax, r.rdx, r.rcx, r.rbx, r.rsi, r.rdi,
@@ -126,6 +127,11 @@ static int capture(pid_t pid, struct sample *s)
 		return -1;
 	s->stack_len = (size_t)n;
 	return 0;
+}
+
+static int capture(pid_t pid, struct sample *s)
+{
+	return capture_thread(pid, pid, s);
 }
 
 static void resume(pid_t pid)
@@ -401,6 +407,56 @@ static void test_cpp(void)
 	waitpid(pid, NULL, 0);
 }
 
+/* A sample taken on a second thread: its own stack, which ends in clone3 (not truncated). */
+static void test_thread(void)
+{
+	const char *src = "stacks_threads.c";
+	pid_t pid = spawn("stacks_threads");
+	if (pid < 0) {
+		printf("FAIL thread_workload: build/tests/targets/stacks_threads missing\n");
+		check_failures++;
+		return;
+	}
+	int ok = wait_stop(pid) == 0;
+	pid_t tid = 0;
+	char path[64];
+	for (int t = pid + 1; ok && t < pid + 1000 && !tid; t++) {
+		snprintf(path, sizeof path, "/proc/%d/task/%d", (int)pid, t);
+		if (access(path, F_OK) == 0)
+			tid = t;
+	}
+	ok = ok && tid > 0 && capture_thread(pid, tid, &s1) == 0;
+	CHECKF("thread_capture", ok, "tid %d", (int)tid);
+	char err[256] = "";
+	struct stacks *st = ok ? stacks_open(pid, err, sizeof err) : NULL;
+	if (st) {
+		uint64_t c[MAX_CODES];
+		int n = stacks_unwind(st, tid, s1.regs, s1.stack, s1.stack_len, c, MAX_CODES);
+		printf("thread sample (%zu bytes of stack, rip %#llx rsp %#llx [rsp] %#llx):\n", s1.stack_len, (unsigned long long)s1.regs[16], (unsigned long long)s1.regs[7], (unsigned long long)*(uint64_t *)s1.stack);
+		describe(st, c, n);
+		CHECK("thread_chain", n >= 3 && is_frame(st, c[0], "thread_main", src, "thread_main") == 0 &&
+					      is_frame(st, c[0], "thread_leaf", src, "thread_leaf") &&
+					      is_frame(st, c[1], "thread_main", src, "thread_main"));
+		const mt_location *l;
+		int nl = n > 0 ? locs_of(st, c[n - 1], &l) : -1;
+		struct stacks_stats stats;
+		stacks_get_stats(st, &stats);
+		CHECKF("thread_ends_in_libc_not_truncated",
+		       n >= 3 && nl >= 1 && strcmp(l[0].filename, STACKS_TRUNCATED_FILE) != 0 &&
+			       stats.truncated == 0 && stats.unwind_errors == 0,
+		       "n=%d last=%s truncated=%llu errors=%llu", n, nl >= 1 ? l[0].defname : "-",
+		       (unsigned long long)stats.truncated, (unsigned long long)stats.unwind_errors);
+		stacks_close(st);
+	} else {
+		CHECKF("thread_stacks_open", 0, "%s", err);
+	}
+	resume(pid);
+	int status = 0;
+	waitpid(pid, &status, 0);
+	CHECKF("thread_workload_exits_cleanly", WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	       "status 0x%x", status);
+}
+
 /* Objects without DWARF: a copy of the workload stripped of its debug info is named from its
  * symbol table; stripped of everything, its frames are "object+0xADDR" in the object's file.
  * (.eh_frame stays: the unwind itself still works.) */
@@ -458,6 +514,7 @@ int main(void)
 	test_open_errors();
 	test_deep();
 	test_cpp();
+	test_thread();
 	test_stripped("debug", "--strip-debug");
 	test_stripped("all", "--strip-all");
 	return CHECK_DONE();

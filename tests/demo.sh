@@ -14,8 +14,8 @@ if [ "$(id -u)" != 0 ]; then
 	echo "make demo: memtraced attaches BPF probes and needs root (try: sudo make demo)" >&2
 	exit 1
 fi
-echo "== memtraced --rate 1e-4 -o $trace -- $BUILD/tests/targets/demo_server $SECONDS_TO_RUN"
-"$BUILD"/bin/memtraced --rate 1e-4 -o "$trace" -- "$BUILD"/tests/targets/demo_server "$SECONDS_TO_RUN"
+echo "== memtraced --rate 1e-3 -o $trace -- $BUILD/tests/targets/demo_server $SECONDS_TO_RUN"
+"$BUILD"/bin/memtraced --rate 1e-3 -o "$trace" -- "$BUILD"/tests/targets/demo_server "$SECONDS_TO_RUN"
 echo
 if [ -x "$BUILD"/bin/memtrace-report ]; then
 	echo "== memtrace-report $trace"

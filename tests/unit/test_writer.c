@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -413,6 +414,73 @@ static void test_locations(void)
 	close(fd);
 }
 
+/* Signals interrupting writes into a small, slowly drained pipe: write() returns EINTR or a
+ * short count; the writer must retry/complete so that the stream stays byte-exact. */
+static volatile sig_atomic_t alarms;
+static void on_alarm(int sig) { alarms++; }
+struct slow { int fd; uint8_t *buf; size_t len, cap; };
+static void *slow_reader(void *arg)
+{
+	struct slow *s = arg;
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGALRM);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	ssize_t n;
+	while (s->len < s->cap && (n = read(s->fd, s->buf + s->len, 1000)) > 0) {
+		s->len += (size_t)n;
+		usleep(50);
+	}
+	return NULL;
+}
+
+static void write_stream(mt_writer *w)
+{
+	uint64_t bt[40];
+	for (int i = 0; i < 4000; i++) {
+		for (int j = 0; j < 40; j++) bt[j] = 10 + (i * 37 + j) % 5000;
+		mt_writer_alloc(w, START + i, 3, 1, 1, bt, 40);
+		if (i > 10) mt_writer_collect(w, START + i, (uint64_t)i - 10);
+	}
+}
+
+static void test_interrupted_writes(void)
+{
+	int p[2];
+	if (pipe(p) < 0) return;
+	fcntl(p[1], F_SETPIPE_SZ, 4096);
+	struct slow s = {.fd = p[0], .cap = 8 << 20};
+	s.buf = malloc(s.cap);
+	pthread_t th;
+	pthread_create(&th, NULL, slow_reader, &s);
+	struct sigaction sa = {.sa_handler = on_alarm}; /* no SA_RESTART: writes see EINTR */
+	sigaction(SIGALRM, &sa, NULL);
+	struct itimerval it = {{0, 200}, {0, 200}};
+	setitimer(ITIMER_REAL, &it, NULL);
+	mt_writer *w = mt_writer_open(p[1], &info, locations, NULL);
+	write_stream(w);
+	int rc = mt_writer_close(w);
+	struct itimerval off = {{0, 0}, {0, 0}};
+	setitimer(ITIMER_REAL, &off, NULL);
+	close(p[1]);
+	pthread_join(th, NULL);
+	close(p[0]);
+
+	int fd = memfd(); /* the same stream, written without interruptions */
+	w = mt_writer_open(fd, &info, locations, NULL);
+	write_stream(w);
+	mt_writer_close(w);
+	size_t len;
+	uint8_t *b = slurp(fd, &len);
+	CHECKF("interrupted_writes_complete", rc == 0 && s.len == len && !memcmp(s.buf, b, len),
+	       "rc %d, %zu bytes through the pipe, %zu expected (%d signals)", rc, s.len, len,
+	       (int)alarms);
+	printf("# %d signals during the writes\n", (int)alarms);
+	free(b);
+	free(s.buf);
+	close(fd);
+}
+
 /* Trace-info strings too long for packet 0 are cut so that it fits in 32 KiB (5.1). */
 static void test_long_info(void)
 {
@@ -485,6 +553,7 @@ int main(void)
 	test_truthful_prefix();
 	test_locations();
 	test_long_info();
+	test_interrupted_writes();
 	test_errors();
 	return CHECK_DONE();
 }

@@ -194,6 +194,17 @@ int trie_block_free(struct trie *t, uint64_t key, struct trie_block *out)
 	return 1;
 }
 
+int trie_block_set_time(struct trie *t, uint64_t key, uint64_t time_us)
+{
+	size_t mask = t->block_cap - 1;
+	for (size_t h = block_slot(t, key); t->blocks[h].node != TRIE_NONE; h = (h + 1) & mask)
+		if (t->blocks[h].key == key) {
+			t->blocks[h].time_us = time_us;
+			return 0;
+		}
+	return -1;
+}
+
 const struct trie_node *trie_node(const struct trie *t, uint32_t node)
 {
 	return node < t->n_nodes ? &t->nodes[node] : NULL;

@@ -41,6 +41,7 @@ struct trie_block {
 	uint64_t bytes;
 	uint64_t nsamples;
 	uint32_t node;
+	uint64_t time_us;  /* the allocation's trace time (0 = not set; see trie_block_set_time) */
 };
 
 struct trie;
@@ -59,6 +60,9 @@ int trie_block_alloc(struct trie *t, uint64_t key, uint64_t id, uint32_t node, u
 /* A sampled block is freed: returns 1 and its block in *out (if given), or 0 if key is not a
  * live block (a free of a block we never saw allocated). */
 int trie_block_free(struct trie *t, uint64_t key, struct trie_block *out);
+/* Sets the trace time (absolute us) of the live block key, for heap snapshots: 0, or -1 if
+ * key is not a live block. */
+int trie_block_set_time(struct trie *t, uint64_t key, uint64_t time_us);
 
 /* Read access. The node pointer is valid until the next trie_intern. */
 const struct trie_node *trie_node(const struct trie *t, uint32_t node);

@@ -364,9 +364,13 @@ static int write_trace(int fd, const struct trie *t, const struct live_block *v,
 /* A frame name as flame-graph tools read it: ';' separates frames, newline ends a record. */
 static void put_frame(FILE *f, const char *name, int first)
 {
-	if (!first) putc(';', f);
+	if (!first) putc_unlocked(';', f);
+	if (!strpbrk(name, ";\n\r")) {
+		fputs_unlocked(name, f);
+		return;
+	}
 	for (const char *p = name; *p; p++)
-		putc(*p == ';' ? ',' : (*p == '\n' || *p == '\r') ? ' ' : *p, f);
+		putc_unlocked(*p == ';' ? ',' : (*p == '\n' || *p == '\r') ? ' ' : *p, f);
 }
 
 struct folded_ctx {

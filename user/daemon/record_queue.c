@@ -1,0 +1,132 @@
+/* A bounded FIFO of copied tracer records (see record_queue.h). */
+#include "record_queue.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct record_queue {
+	pthread_mutex_t lock;
+	pthread_cond_t not_empty, not_full;
+	struct rq_item *head, *tail;
+	size_t bytes, max_bytes, high_water;
+	bool closed;
+};
+
+struct record_queue *rq_new(size_t max_bytes)
+{
+	struct record_queue *q = calloc(1, sizeof *q);
+	if (!q) return NULL;
+	pthread_mutex_init(&q->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&q->not_empty, &ca);
+	pthread_cond_init(&q->not_full, &ca);
+	pthread_condattr_destroy(&ca);
+	q->max_bytes = max_bytes;
+	return q;
+}
+
+void rq_free_items(struct rq_item *list)
+{
+	while (list) {
+		struct rq_item *next = list->next;
+		free(list);
+		list = next;
+	}
+}
+
+void rq_destroy(struct record_queue *q)
+{
+	if (!q) return;
+	rq_free_items(q->head);
+	pthread_cond_destroy(&q->not_empty);
+	pthread_cond_destroy(&q->not_full);
+	pthread_mutex_destroy(&q->lock);
+	free(q);
+}
+
+static void push(struct record_queue *q, struct rq_item *it, size_t size)
+{
+	pthread_mutex_lock(&q->lock);
+	while (!q->closed && q->bytes > 0 && q->bytes + size > q->max_bytes)
+		pthread_cond_wait(&q->not_full, &q->lock);
+	it->next = NULL;
+	if (q->tail) q->tail->next = it;
+	else q->head = it;
+	q->tail = it;
+	q->bytes += size;
+	if (q->bytes > q->high_water) q->high_water = q->bytes;
+	pthread_cond_signal(&q->not_empty);
+	pthread_mutex_unlock(&q->lock);
+}
+
+int rq_push_alloc(struct record_queue *q, const struct tracer_alloc *a)
+{
+	size_t stack_len = a->stack ? a->stack_len : 0;
+	size_t size = sizeof(struct rq_item) + stack_len;
+	struct rq_item *it = malloc(size);
+	if (!it) return -1;
+	it->is_free = false;
+	it->a = *a;
+	if (a->regs) memcpy(it->regs, a->regs, sizeof it->regs);
+	else memset(it->regs, 0, sizeof it->regs);
+	if (stack_len) memcpy(it->stack, a->stack, stack_len);
+	it->a.regs = it->regs;
+	it->a.stack = it->stack;
+	it->a.stack_len = stack_len;
+	push(q, it, size);
+	return 0;
+}
+
+int rq_push_free(struct record_queue *q, const struct tracer_free *f)
+{
+	struct rq_item *it = malloc(sizeof *it);
+	if (!it) return -1;
+	it->is_free = true;
+	it->f = *f;
+	push(q, it, sizeof *it);
+	return 0;
+}
+
+void rq_close(struct record_queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	q->closed = true;
+	pthread_cond_broadcast(&q->not_empty);
+	pthread_cond_broadcast(&q->not_full);
+	pthread_mutex_unlock(&q->lock);
+}
+
+struct rq_item *rq_take_all(struct record_queue *q, int timeout_ms, bool *closed)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&q->lock);
+	while (!q->head && !q->closed && timeout_ms > 0)
+		if (pthread_cond_timedwait(&q->not_empty, &q->lock, &until) == ETIMEDOUT) break;
+	struct rq_item *list = q->head;
+	q->head = q->tail = NULL;
+	q->bytes = 0;
+	*closed = q->closed && !list;
+	pthread_cond_broadcast(&q->not_full);
+	pthread_mutex_unlock(&q->lock);
+	return list;
+}
+
+size_t rq_high_water(struct record_queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	size_t hw = q->high_water;
+	pthread_mutex_unlock(&q->lock);
+	return hw;
+}

@@ -1,0 +1,40 @@
+/* A bounded FIFO of tracer records copied out of the ring buffer, between the intake thread
+ * (which drains the BPF ring buffer promptly, so that a slow unwind or a first symbolization
+ * of a large library does not overflow it) and the session thread (unwind, trie, trace).
+ * Bounded in bytes: when it is full the intake thread waits, and the kernel side counts drops
+ * as it would without the queue. */
+#ifndef MEMTRACED_RECORD_QUEUE_H
+#define MEMTRACED_RECORD_QUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tracer.h"
+
+struct rq_item {
+	struct rq_item *next;
+	bool is_free;
+	struct tracer_free f;  /* is_free */
+	struct tracer_alloc a; /* !is_free: regs and stack point into this item */
+	uint64_t regs[17];
+	uint8_t stack[];
+};
+
+struct record_queue;
+
+struct record_queue *rq_new(size_t max_bytes);
+void rq_destroy(struct record_queue *q); /* frees what is still queued */
+/* Producer side. Both copy the record; they wait while the queue is full (unless closed).
+ * Return 0, or -1 if out of memory. */
+int rq_push_alloc(struct record_queue *q, const struct tracer_alloc *a);
+int rq_push_free(struct record_queue *q, const struct tracer_free *f);
+/* The producer is done: pushes no longer wait, the consumer sees the end. */
+void rq_close(struct record_queue *q);
+/* Consumer side: takes everything queued, in order, waiting up to timeout_ms for something.
+ * NULL if nothing came; *closed tells whether the producer is done and the queue empty. */
+struct rq_item *rq_take_all(struct record_queue *q, int timeout_ms, bool *closed);
+void rq_free_items(struct rq_item *list);
+size_t rq_high_water(struct record_queue *q); /* most bytes ever queued */
+
+#endif

@@ -1,12 +1,21 @@
-/* One traced process (see session.h): tracer records -> unwind -> trie + ids -> trace. */
+/* One traced process (see session.h): tracer records -> unwind -> trie + ids -> trace.
+ *
+ * Two threads: the intake thread drives the tracer (drains the ring buffer every few ms into a
+ * bounded queue of copies, reconciles lost frees once a second), so that the kernel's ring
+ * buffer does not overflow while the session thread is busy unwinding or symbolizing a library
+ * for the first time; the session thread (the caller's) turns the queued records into the
+ * trie and the trace. Records keep their ring-buffer order through the queue. */
 #include "session.h"
+#include "record_queue.h"
 #include "stacks.h"
 #include "trace_out.h"
 #include "tracer.h"
 #include "trie.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,6 +23,9 @@
 #define MAX_CODES 1024
 #define TICK_NS 1000000000ULL
 #define FINAL_DRAIN_ROUNDS 1000 /* bound on the final drain, in case records keep coming */
+#define INTAKE_POLL_MS 20
+#define RECONCILE_NS 1000000000ULL
+#define QUEUE_MAX_BYTES (64u << 20)
 
 struct session {
 	pid_t pid;
@@ -29,6 +41,11 @@ struct session {
 	uint64_t other_pid;
 	uint64_t written_allocs, written_collects; /* kept when the writer is closed */
 	struct tracer_stats final_stats;
+	struct record_queue *queue;
+	pthread_t intake;
+	bool intake_started;
+	atomic_bool intake_stop;
+	atomic_bool intake_failed;
 	char error[512];
 	char stacks_error[256]; /* why the unwinder could not be prepared (lazily, spawn mode) */
 	uint64_t codes[MAX_CODES];
@@ -94,7 +111,54 @@ static void on_free(void *ctx, const struct tracer_free *f)
 	}
 }
 
-static const struct tracer_callbacks callbacks = {.alloc = on_alloc, .free = on_free};
+/* Intake thread: copy the records into the queue, in ring-buffer order. */
+static void queue_alloc(void *ctx, const struct tracer_alloc *a)
+{
+	struct session *s = ctx;
+	if (rq_push_alloc(s->queue, a) < 0) atomic_store(&s->intake_failed, true);
+}
+
+static void queue_free(void *ctx, const struct tracer_free *f)
+{
+	struct session *s = ctx;
+	if (rq_push_free(s->queue, f) < 0) atomic_store(&s->intake_failed, true);
+}
+
+static const struct tracer_callbacks queue_callbacks = {.alloc = queue_alloc, .free = queue_free};
+
+static void *intake_main(void *arg)
+{
+	struct session *s = arg;
+	uint64_t last_reconcile = trace_out_mono_now_ns();
+	while (!atomic_load(&s->intake_stop) && !atomic_load(&s->intake_failed)) {
+		if (tracer_poll(s->tracer, INTAKE_POLL_MS, &queue_callbacks, s) < 0) {
+			atomic_store(&s->intake_failed, true);
+			break;
+		}
+		uint64_t now = trace_out_mono_now_ns();
+		if (!s->floor && now - last_reconcile >= RECONCILE_NS) {
+			last_reconcile = now;
+			tracer_reconcile(s->tracer, &queue_callbacks, s);
+		}
+	}
+	if (!atomic_load(&s->intake_failed)) {
+		for (int i = 0; i < FINAL_DRAIN_ROUNDS &&
+				tracer_poll(s->tracer, 0, &queue_callbacks, s) > 0; i++) {}
+		if (!s->floor) tracer_reconcile(s->tracer, &queue_callbacks, s);
+	}
+	rq_close(s->queue);
+	return NULL;
+}
+
+/* Session thread: handle the queued records. */
+static void handle_items(struct session *s, struct rq_item *list)
+{
+	for (struct rq_item *it = list; it; it = it->next) {
+		if (it->is_free) on_free(s, &it->f);
+		else on_alloc(s, &it->a);
+	}
+	rq_free_items(list);
+}
 
 static uint64_t total_drops(const struct tracer_stats *st)
 {
@@ -154,6 +218,12 @@ struct session *session_open(const struct session_opts *o, char *err, size_t err
 		}
 	}
 	s->last_tick_ns = trace_out_mono_now_ns();
+	s->queue = rq_new(QUEUE_MAX_BYTES);
+	if (!s->queue || pthread_create(&s->intake, NULL, intake_main, s) != 0) {
+		set_err(err, errlen, "cannot start the intake thread");
+		goto fail;
+	}
+	s->intake_started = true;
 	return s;
 fail:
 	session_close(s);
@@ -171,8 +241,6 @@ static void tick(struct session *s)
 	if (now - s->last_tick_ns < TICK_NS) return;
 	s->last_tick_ns = now;
 	if (s->floor) return;
-	/* repair lost FREE records before the flush, so the collects go out with it */
-	tracer_reconcile(s->tracer, &callbacks, s);
 	if (!s->failed && trace_out_tick(s->out) < 0) {
 		snprintf(s->error, sizeof s->error, "writing the trace failed: %s",
 			 trace_out_error(s->out));
@@ -183,21 +251,32 @@ static void tick(struct session *s)
 int session_poll(struct session *s, int timeout_ms)
 {
 	if (s->finished) return -1;
-	int rc = tracer_poll(s->tracer, timeout_ms, &callbacks, s);
-	if (rc < 0 && rc != -EINTR && !s->failed) {
-		snprintf(s->error, sizeof s->error, "reading the tracer's records failed (%d)", rc);
+	bool closed;
+	handle_items(s, rq_take_all(s->queue, timeout_ms, &closed));
+	tick(s);
+	if (atomic_load(&s->intake_failed) && !s->failed) {
+		snprintf(s->error, sizeof s->error, "reading the tracer's records failed");
 		return -1;
 	}
-	tick(s);
 	return s->failed ? -1 : 0;
+}
+
+/* Stops the intake thread after its final drain and reconciliation, handling what it queues. */
+static void stop_intake(struct session *s)
+{
+	if (!s->intake_started) return;
+	atomic_store(&s->intake_stop, true);
+	bool closed = false;
+	while (!closed) handle_items(s, rq_take_all(s->queue, 100, &closed));
+	pthread_join(s->intake, NULL);
+	s->intake_started = false;
 }
 
 int session_finish(struct session *s)
 {
 	if (s->finished) return s->failed ? -1 : 0;
 	s->finished = true;
-	for (int i = 0; i < FINAL_DRAIN_ROUNDS && tracer_poll(s->tracer, 0, &callbacks, s) > 0; i++) {}
-	if (!s->floor) tracer_reconcile(s->tracer, &callbacks, s);
+	stop_intake(s);
 	tracer_get_stats(s->tracer, &s->final_stats);
 	tracer_close(s->tracer); /* detach: the target runs on without probes */
 	s->tracer = NULL;
@@ -280,7 +359,13 @@ struct trie *session_trie(struct session *s) { return s->trie; }
 void session_close(struct session *s)
 {
 	if (!s) return;
+	if (s->intake_started) {
+		/* not finished: stop the thread without writing anything more */
+		s->failed = true;
+		stop_intake(s);
+	}
 	if (s->tracer) tracer_close(s->tracer);
+	rq_destroy(s->queue);
 	if (s->out) trace_out_close(s->out, NULL, 0);
 	if (s->stacks) stacks_close(s->stacks);
 	trie_free(s->trie);

@@ -235,7 +235,14 @@ mkdir -p "$TMP/w4"
 for _ in $(seq 600); do [ -e "$TMP/w4/ready" ] && break; sleep 0.05; done
 "$MT" -p $wpid --rate 1e-2 -o "$TMP/w4.ctf" 2>"$TMP/w4.err" & mpid=$!
 for _ in $(seq 600); do grep -q "tracing PID" "$TMP/w4.err" && break; sleep 0.05; done
-sleep 0.5
+# the trace is flushed while tracing (at least once a second): events show up before the end
+flushed=no
+for _ in $(seq 300); do
+	"$DUMP" "$TMP/w4.ctf" 2>/dev/null | grep -q ' alloc id=' && { flushed=yes; break; }
+	sleep 0.1
+done
+if [ $flushed = yes ]; then pass trace_flushed_while_tracing
+else fail trace_flushed_while_tracing "no allocation in $TMP/w4.ctf after 30 s of tracing"; fi
 kill -INT $mpid; wait $mpid; mrc=$?
 alive=no; kill -0 $wpid 2>/dev/null && alive=yes
 touch "$TMP/w4/stop"; wait $wpid; w4_rc=$?

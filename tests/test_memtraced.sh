@@ -141,6 +141,11 @@ fi
 sleep 0 & gone=$!; wait $gone
 bad_input bad_pid_not_running "no process" -p "$gone" -o "$TMP/gone.ctf"
 bad_input bad_pid_kernel_thread "kernel thread" -p 2 -o "$TMP/kthread.ctf"
+"$SITES" threads 2 1000000000 >/dev/null & tpid=$!
+for _ in $(seq 100); do [ "$(ls /proc/$tpid/task 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.05; done
+tid=$(ls /proc/$tpid/task | grep -vx "$tpid" | head -n 1)
+bad_input bad_pid_is_a_thread "thread of process" -p "$tid" -o "$TMP/thread.ctf"
+kill $tpid; wait $tpid 2>/dev/null
 check bad_pid_no_trace_file test ! -e "$TMP/gone.ctf" -a ! -e "$TMP/kthread.ctf"
 bad_input bad_pid_self_dir_output "cannot write the trace file" -p $$ -o /nonexistent-dir/x.ctf
 bad_input bad_output_is_directory "cannot write the trace file" -p $$ -o "$TMP"

@@ -91,6 +91,18 @@ int target_check_pid(pid_t pid, char *err, size_t errlen)
 		set_err(err, errlen, "PID %d has already exited (zombie)", (int)pid);
 		return -1;
 	}
+	/* a thread id is accepted by kill() and /proc, but the probes filter on the process */
+	char path[64], line[256];
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	int tgid = (int)pid;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "Tgid: %d", &tgid) == 1) break;
+	if (f) fclose(f);
+	if (tgid != (int)pid) {
+		set_err(err, errlen, "%d is a thread of process %d: give the process id", (int)pid, tgid);
+		return -1;
+	}
 	char exe[PATH_MAX];
 	target_exe_path(pid, exe, sizeof exe);
 	if (!exe[0]) {

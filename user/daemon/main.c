@@ -35,6 +35,9 @@ static void install_signals(void)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	/* a closed stderr must not kill us before the trace is closed (the command, forked
+	 * before this, keeps the default) */
+	signal(SIGPIPE, SIG_IGN);
 }
 
 static void die_msg(const char *msg) { fprintf(stderr, "memtraced: error: %s\n", msg); }

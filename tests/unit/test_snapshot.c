@@ -239,6 +239,34 @@ static void check_folded(const char *path, const struct trie *t)
 	free(text);
 }
 
+/* The project's own reader tool sees the same live heap in the .ctf as the .folded says. */
+static void check_with_flamegraph(const char *ctf, const struct trie *t)
+{
+	const char *top = getenv("TOP"), *build = getenv("BUILD");
+	char tool[512], cmd[1024];
+	snprintf(tool, sizeof tool, "%s/%s/bin/memtrace-flamegraph", top ? top : ".",
+		 build ? build : "build");
+	if (access(tool, X_OK) != 0) {
+		printf("SKIP snapshot_flamegraph_live_matches: %s not built\n", tool);
+		return;
+	}
+	snprintf(cmd, sizeof cmd, "'%s' --live --folded '%s'", tool, ctf);
+	FILE *p = popen(cmd, "r");
+	uint64_t sum = 0;
+	char line[4096];
+	while (p && fgets(line, sizeof line, p)) {
+		char *sp = strrchr(line, ' ');
+		if (sp) sum += strtoull(sp + 1, NULL, 10);
+	}
+	int rc = p ? pclose(p) : -1;
+	/* memtrace-flamegraph leaves out blocks with an empty backtrace (our "<no stack>" line) */
+	uint64_t want = expected_live_total(t) -
+			(uint64_t)llround((double)trie_node(t, TRIE_ROOT)->c.live_nsamples / RATE * 8);
+	CHECKF("snapshot_flamegraph_live_matches", rc == 0 && sum == want && want > 0,
+	       "memtrace-flamegraph --live: status %d, %llu bytes, want %llu", rc,
+	       (unsigned long long)sum, (unsigned long long)want);
+}
+
 /* ---- tests --------------------------------------------------------------------------- */
 
 static void test_basic(const struct trie *t)
@@ -260,6 +288,7 @@ static void test_basic(const struct trie *t)
 						  (st.st_mode & 07777) == 0600,
 	       "mode %o", (unsigned)st.st_mode);
 	check_trace(p);
+	check_with_flamegraph(p, t);
 	path_in(p, sizeof p, dir, "memtrace-4242-0.folded");
 	CHECKF("snapshot_folded_mode_0600", stat(p, &st) == 0 && (st.st_mode & 07777) == 0600,
 	       "mode %o", (unsigned)st.st_mode);

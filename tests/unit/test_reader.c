@@ -23,6 +23,7 @@ struct bytes {
 
 static void put(struct bytes *b, const void *data, size_t n)
 {
+	if (!n) return; /* data may be NULL then */
 	if (b->len + n > b->cap) {
 		b->cap = (b->len + n) * 2 + 1024;
 		b->p = realloc(b->p, b->cap);

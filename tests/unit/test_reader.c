@@ -329,7 +329,7 @@ static void test_damage(void)
 	put8(&info, 0);
 	packet(&big, (struct hdr){ .tb = T0, .te = T0 }, &info);
 	o = read_all(big.p, big.len);
-	CHECKF("reader-info-packet-over-32k", !o.opened && has(&o, "packet 0"), "'%s'", o.msg);
+	CHECKF("reader-info-packet-over-32k", !o.opened && has(&o, "trace info packet size (packet 0"), "'%s'", o.msg);
 	free(big.p);
 	free(info.p);
 

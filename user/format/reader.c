@@ -312,7 +312,8 @@ static int parse_header(mt_reader *r, struct mtr_header *h, int with_verifier)
 	/* 0.2.3 reads a packet through a 32 KiB buffer: a larger one is cut, reported as
 	 * "skipping truncated packet", and the reader loses track of packet boundaries. */
 	if (h->content_size + MT_HEADER_SIZE_V2 > MT_MAX_PACKET)
-		return fail_at(r, off + MT_H_PACKET_SIZE, "Bad packet size",
+		return fail_at(r, off + MT_H_PACKET_SIZE,
+			       r->packet_no == 0 ? "trace info packet size" : "Bad packet size",
 			       "packet_size %" PRId32 " bits = %" PRId64
 			       " bytes is larger than the %d-byte limit",
 			       h->packet_size, (int64_t)(h->packet_size / 8), MT_MAX_PACKET);

@@ -363,6 +363,23 @@ static void test_deep(void)
 	      via > 0 && via + 1 < n3 && is_frame(st, c2[via + 1], "main", src, "main_libc"));
 
 	CHECK("locations_unknown_code", locs_of(st, 12345, &l) == -1);
+
+	/* Bad input never crashes: garbage registers, garbage stack under a real pc. */
+	struct sample *g = &s2;
+	srand(7);
+	for (size_t i = 0; i < sizeof g->stack; i++)
+		g->stack[i] = (uint8_t)rand();
+	uint64_t garbage[STACKS_NREGS];
+	for (int i = 0; i < STACKS_NREGS; i++)
+		garbage[i] = UINT64_C(0x4141414141414141) * (uint64_t)(i + 1);
+	int ng = stacks_unwind(st, pid, garbage, g->stack, sizeof g->stack, again, MAX_CODES);
+	CHECKF("garbage_registers_no_crash", ng >= 0 && ng <= MAX_CODES, "n=%d", ng);
+	memcpy(garbage, s1.regs, sizeof garbage);
+	ng = stacks_unwind(st, pid, garbage, g->stack, sizeof g->stack, again, MAX_CODES);
+	int sane = ng >= 0 && ng <= MAX_CODES; /* [rsp] is garbage: any frames, valid codes */
+	for (int i = 0; i < ng; i++)
+		sane &= again[i] != 0 && again[i] < (UINT64_C(1) << 62) && locs_of(st, again[i], &l) >= 0;
+	CHECKF("garbage_stack_no_crash", sane, "n=%d", ng);
 	struct stacks_stats stats;
 	stacks_get_stats(st, &stats);
 	printf("stats: samples=%llu frames=%llu codes=%llu truncated=%llu errors=%llu\n",

@@ -1,0 +1,50 @@
+/* Unit tests of memtraced's command line (user/daemon/cli.c). */
+#include "check.h"
+#include "cli.h"
+
+#include <string.h>
+
+static enum cli_result parse(struct cli_opts *o, char *err, int argc, char **argv)
+{
+	err[0] = '\0';
+	return cli_parse(argc, argv, o, err, 256);
+}
+
+#define ARGV(...) ((char *[]){"memtraced", __VA_ARGS__, NULL})
+#define ARGC(...) ((int)(sizeof((char *[]){"memtraced", __VA_ARGS__}) / sizeof(char *)))
+#define PARSE(o, err, ...) parse(o, err, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__))
+
+int main(void)
+{
+	struct cli_opts o;
+	char err[256];
+
+	CHECK("pid_defaults", PARSE(&o, err, "-p", "123") == CLI_OK && o.pid == 123 && !o.cmd &&
+				      o.rate == CLI_DEFAULT_RATE && o.duration == 0 && !o.output &&
+				      o.stack_bytes == CLI_DEFAULT_STACK_BYTES && !o.probe_floor);
+	CHECK("long_options", PARSE(&o, err, "--pid", "5", "--output", "x.ctf", "--rate", "1", "--duration",
+				    "2.5", "--stack-bytes", "4096", "--probe-floor") == CLI_OK &&
+				      o.pid == 5 && strcmp(o.output, "x.ctf") == 0 && o.rate == 1 &&
+				      o.duration == 2.5 && o.stack_bytes == 4096 && o.probe_floor);
+	CHECK("command_after_dashes", PARSE(&o, err, "-r", "1e-3", "--", "ls", "-l") == CLI_OK &&
+					     o.cmd && strcmp(o.cmd[0], "ls") == 0 &&
+					     strcmp(o.cmd[1], "-l") == 0 && !o.cmd[2] && o.pid == 0);
+	CHECK("command_options_left_alone", PARSE(&o, err, "ls", "-p", "3") == CLI_OK && o.cmd &&
+						   strcmp(o.cmd[1], "-p") == 0 && o.pid == 0);
+	CHECK("rate_zero", PARSE(&o, err, "-p", "1", "--rate", "0") == CLI_ERROR && strstr(err, "rate"));
+	CHECK("rate_above_one", PARSE(&o, err, "-p", "1", "--rate", "1.5") == CLI_ERROR);
+	CHECK("rate_nan", PARSE(&o, err, "-p", "1", "--rate", "nan") == CLI_ERROR);
+	CHECK("rate_trailing", PARSE(&o, err, "-p", "1", "--rate", "1e-3x") == CLI_ERROR);
+	CHECK("duration_negative", PARSE(&o, err, "-p", "1", "-d", "-1") == CLI_ERROR && strstr(err, "duration"));
+	CHECK("pid_zero", PARSE(&o, err, "-p", "0") == CLI_ERROR && strstr(err, "PID"));
+	CHECK("pid_huge", PARSE(&o, err, "-p", "99999999999") == CLI_ERROR);
+	CHECK("stack_bytes_range", PARSE(&o, err, "-p", "1", "--stack-bytes", "100") == CLI_ERROR &&
+					   PARSE(&o, err, "-p", "1", "--stack-bytes", "70000") == CLI_ERROR);
+	CHECK("empty_output", PARSE(&o, err, "-p", "1", "-o", "") == CLI_ERROR);
+	CHECK("nothing", parse(&o, err, 1, (char *[]){"memtraced", NULL}) == CLI_ERROR &&
+				 strstr(err, "nothing to trace"));
+	CHECK("both", PARSE(&o, err, "-p", "1", "--", "true") == CLI_ERROR && strstr(err, "not both"));
+	CHECK("unknown", PARSE(&o, err, "--bogus") == CLI_ERROR && strstr(err, "--bogus"));
+	CHECK("missing_value", PARSE(&o, err, "-p") == CLI_ERROR && strstr(err, "needs a value"));
+	return CHECK_DONE();
+}

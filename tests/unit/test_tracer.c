@@ -123,7 +123,7 @@ struct seen_alloc {
 	uint32_t pid, tid;
 	size_t stack_len;
 	enum alloc_fn fn;
-	char rsp_map[4096], ret_perms[8], ret_map[4096];
+	bool rsp_in_stack, ret_in_workload; /* from /proc/PID/maps (check_maps only) */
 };
 
 struct seen {
@@ -144,16 +144,18 @@ static void on_alloc(void *ctx, const struct tracer_alloc *a)
 		s->allocs = realloc(s->allocs, s->cap * sizeof(*s->allocs));
 	}
 	struct seen_alloc *x = &s->allocs[s->nallocs++];
-	memset(x, 0, sizeof(*x));
+	*x = (struct seen_alloc){ 0 };
 	x->seq = a->seq; x->addr = a->addr; x->size = a->size; x->nsamples = a->nsamples;
 	x->rip = a->regs[16]; x->rsp = a->regs[7]; x->pid = a->pid; x->tid = a->tid;
 	x->stack_len = a->stack_len; x->fn = a->fn;
 	if (a->stack_len >= 8)
 		memcpy(&x->ret_addr, a->stack, 8);
 	if (s->check_maps) {
-		char perms[8];
-		find_mapping(s->pid, x->rsp, perms, x->rsp_map, sizeof(x->rsp_map));
-		find_mapping(s->pid, x->ret_addr, x->ret_perms, x->ret_map, sizeof(x->ret_map));
+		char perms[8] = "", path[4096] = "";
+		x->rsp_in_stack = find_mapping(s->pid, x->rsp, perms, path, sizeof(path)) &&
+		                  !strcmp(path, "[stack]");
+		x->ret_in_workload = find_mapping(s->pid, x->ret_addr, perms, path, sizeof(path)) &&
+		                     perms[2] == 'x' && strstr(path, "capture_workload");
 	}
 }
 
@@ -348,8 +350,8 @@ static void check_basic(bool no_session)
 		rip_ok += a->rip == r.seen.allocs[0].rip && a->rip != 0;
 		stack_ok += a->stack_len >= 1024 && a->stack_len <= 16384;
 		if (s->check_maps) {
-			rsp_ok += !strcmp(a->rsp_map, "[stack]");
-			ret_ok += a->ret_perms[2] == 'x' && strstr(a->ret_map, "capture_workload") != NULL;
+			rsp_ok += a->rsp_in_stack;
+			ret_ok += a->ret_in_workload;
 		}
 	}
 	snprintf(name, sizeof(name), "%s_regs_rip_at_malloc", pfx);

@@ -28,10 +28,12 @@ struct proc {
 	uint64_t malloc_addr;
 };
 
-static int spawn(const char *scenario, struct proc *p)
+/* Starts the workload. With hold_fd, the child waits before its exec until a byte arrives on
+ * *hold_fd (the way memtraced spawns `-- CMD`) and "ready" is not read yet. */
+static int spawn_held(const char *scenario, struct proc *p, int *hold_fd)
 {
-	int in[2], out[2];
-	if (pipe(in) || pipe(out))
+	int in[2], out[2], hold[2];
+	if (pipe(in) || pipe(out) || pipe(hold))
 		return -1;
 	p->pid = fork();
 	if (p->pid < 0)
@@ -41,13 +43,28 @@ static int spawn(const char *scenario, struct proc *p)
 		dup2(out[1], 1);
 		close(in[1]);
 		close(out[0]);
+		close(hold[1]);
+		char c;
+		if (hold_fd && read(hold[0], &c, 1) != 1)
+			_exit(126);
+		close(hold[0]);
 		execl(workload, workload, scenario, (char *)NULL);
 		_exit(127);
 	}
 	close(in[0]);
 	close(out[1]);
+	close(hold[0]);
+	if (hold_fd)
+		*hold_fd = hold[1];
+	else
+		close(hold[1]);
 	p->in_fd = in[1];
 	p->out = fdopen(out[0], "r");
+	return 0;
+}
+
+static int read_ready(struct proc *p)
+{
 	char line[256];
 	if (!fgets(line, sizeof(line), p->out))
 		return -1;
@@ -57,6 +74,11 @@ static int spawn(const char *scenario, struct proc *p)
 		return -1;
 	p->malloc_addr = m;
 	return 0;
+}
+
+static int spawn(const char *scenario, struct proc *p)
+{
+	return spawn_held(scenario, p, NULL) ? -1 : read_ready(p);
 }
 
 static void proc_go(struct proc *p) { (void)!write(p->in_fd, "\n", 1); }
@@ -412,6 +434,45 @@ static void check_malloc_address(void)
 	seen_free(&r.seen);
 }
 
+/* Attached to a child held before its exec (alloc_sites_for_exec), as memtraced -- CMD does. */
+static void check_preexec(void)
+{
+	struct proc p;
+	int hold_fd = -1;
+	if (spawn_held("churn", &p, &hold_fd)) {
+		CHECKF("tracer_preexec_child", 0, "cannot start the workload");
+		return;
+	}
+	struct alloc_sites sites;
+	char err[512] = "";
+	struct tracer *t = NULL;
+	struct tracer_opts o = { .rate = 1 };
+	if (alloc_sites_for_exec(workload, p.pid, &sites, err, sizeof(err)) == 0)
+		t = tracer_open(p.pid, &sites, &o, err, sizeof(err));
+	(void)!write(hold_fd, "g", 1);
+	close(hold_fd);
+	struct seen seen = { .pid = p.pid };
+	if (!t || read_ready(&p)) {
+		CHECKF("tracer_preexec_child", 0, "%s", t ? "the workload did not start" : err);
+		tracer_close(t);
+		kill(p.pid, SIGKILL);
+		proc_finish(&p);
+		return;
+	}
+	proc_go(&p);
+	proc_wait_done(&p, t, &callbacks, &seen);
+	tracer_poll(t, 0, &callbacks, &seen);
+	tracer_close(t);
+	int status = proc_finish(&p);
+	size_t hits = 0;
+	for (size_t i = 0; i < seen.nallocs; i++)
+		hits += seen.allocs[i].rip == p.malloc_addr && seen.allocs[i].size == 100;
+	CHECKF("tracer_preexec_child", hits == 2000 && seen.nfrees >= 2000 && status == 0,
+	       "%zu of 2000 malloc(100) samples at malloc's entry, %zu frees, exit %d", hits,
+	       seen.nfrees, status);
+	seen_free(&seen);
+}
+
 static void check_threads(void)
 {
 	struct tracer_opts o = { .rate = 1, .stack_bytes = 4096 };
@@ -531,6 +592,7 @@ int main(void)
 	check_basic(true);
 	check_malloc_address();
 	check_fork();
+	check_preexec();
 	check_threads();
 	check_large_estimate();
 	check_floor();

@@ -90,6 +90,25 @@ else
 	fail malformed-missing-location-unknown-frames "no <unknown> frame or unknown_codes=637 in the summary"
 fi
 
+# Fuzzer findings (tests/fuzz/regressions/): each gives a verdict, never a crash or UB report.
+for f in "$TOP"/tests/fuzz/regressions/*.ctf; do
+	name=$(basename "$f" .ctf)
+	"$DUMP" "$f" >"$TMP/r.out" 2>"$TMP/r.err"
+	rc=$?
+	if [ $rc -le 1 ] && ! grep -qE 'runtime error|Sanitizer' "$TMP/r.err" &&
+	   { [ $rc -eq 0 ] || tail -n 1 "$TMP/r.out" | grep -q '^error: '; }; then
+		pass "regression-$name"
+	else
+		fail "regression-$name" "status $rc: $(tail -n 2 "$TMP/r.err" | tr '\n' ' ')"
+	fi
+done
+if "$DUMP" "$TOP/tests/fuzz/regressions/negative-start-time.ctf" 2>/dev/null |
+   grep -q '^info start_time_us=-4512153117443440178$'; then
+	pass regression-negative-start-time-info
+else
+	fail regression-negative-start-time-info "start time not printed as a signed number"
+fi
+
 # Command-line errors: exit 1 and a message saying what is wrong.
 cli() { # NAME PATTERN ARGS...
 	local name=$1 pattern=$2; shift 2

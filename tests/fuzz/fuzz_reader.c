@@ -50,7 +50,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	mt_event ev;
 	int rc;
 	while ((rc = mt_reader_next(r, &ev)) > 0) {
-		if (ev.time_us < info->start_time_us) broken("event before the trace start");
+		/* timestamps are signed 64-bit numbers in the format (G25) */
+		if ((int64_t)ev.time_us < (int64_t)info->start_time_us)
+			broken("event before the trace start");
 		if (ev.type == MT_EV_ALLOC) {
 			if (ev.id != allocs++) broken("allocation ids not 0, 1, 2, ...");
 			if (ev.source > MT_SOURCE_EXTERNAL) broken("bad source");

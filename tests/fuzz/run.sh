@@ -16,7 +16,8 @@ fi
 CORPUS=$BUILD/fuzz/corpus-reader
 ARTIFACTS=$BUILD/fuzz/artifacts/
 mkdir -p "$CORPUS" "$ARTIFACTS"
-cp -n tests/data/memtrace/*.ctf tests/data/memtrace/malformed/*.ctf "$CORPUS"/ 2>/dev/null
+cp -n tests/data/memtrace/*.ctf tests/data/memtrace/malformed/*.ctf tests/fuzz/regressions/*.ctf \
+	"$CORPUS"/ 2>/dev/null
 # 64 KiB inputs hold several packets of the small reference traces; larger seeds are still
 # used, cut to that size. -timeout catches hangs, -rss_limit_mb runaway memory.
 exec "$FUZZER" -max_total_time="$SECONDS_TO_RUN" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \

@@ -51,20 +51,15 @@ static void out_i64(int64_t v)
 }
 
 /* The event time: microseconds since the start, zero-padded to 10 digits. */
-static void out_time(int64_t t)
+static void out_time(uint64_t t)
 {
-	if (t < 0) {
-		printf("%011" PRId64, t);
-		return;
-	}
 	char buf[24];
 	int i = sizeof(buf), n = 0;
-	uint64_t v = (uint64_t)t;
 	do {
-		buf[--i] = (char)('0' + v % 10);
-		v /= 10;
+		buf[--i] = (char)('0' + t % 10);
+		t /= 10;
 		n++;
-	} while (v || n < 10);
+	} while (t || n < 10);
 	fwrite_unlocked(buf + i, 1, sizeof(buf) - i, stdout);
 }
 
@@ -175,12 +170,14 @@ static void print_backtrace(const mt_reader *r, const mt_event *ev, int quiet,
 	}
 }
 
-static void print_event(const mt_reader *r, const mt_event *ev, int64_t start, int quiet,
+static void print_event(const mt_reader *r, const mt_event *ev, uint64_t start, int quiet,
 			struct summary *sum)
 {
 	static const char *const sources[] = { "minor", "major", "external" };
 	sum->events++;
-	if (!quiet) out_time((int64_t)ev->time_us - start);
+	/* The reader guarantees time >= start as signed 64-bit numbers (timestamps are
+	 * compared signed), so the unsigned difference is exact even for odd start times. */
+	if (!quiet) out_time(ev->time_us - start);
 	switch (ev->type) {
 	case MT_EV_ALLOC:
 		sum->alloc++;
@@ -288,7 +285,7 @@ int main(int argc, char **argv)
 	mt_event ev;
 	int rc;
 	while ((rc = mt_reader_next(r, &ev)) > 0)
-		print_event(r, &ev, (int64_t)info->start_time_us, summary_only, &sum);
+		print_event(r, &ev, info->start_time_us, summary_only, &sum);
 
 	int status = 0;
 	if (rc < 0) {

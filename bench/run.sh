@@ -1,0 +1,417 @@
+#!/usr/bin/env bash
+# `make bench`: what memtraced costs, against the probes alone, bcc memleak and heaptrack.
+#
+#   bash bench/run.sh [BUILD]          (root; about 10-15 minutes on the project's 2-vCPU VM)
+#
+# Sections (BENCH_ONLY=micro,redis,pipeline,accuracy,format,stacks to pick some):
+#   micro     malloc/free loop (bench/micro_alloc), ns per pair, interleaved rounds of:
+#             none | floor (empty probes on memtraced's sites) | memtraced (default rate) |
+#             memtraced --rate 1 | bcc memleak | heaptrack; plus design figures from
+#             bench/probe_cost (empty session vs uretprobe probes)
+#   redis     redis-server under redis-benchmark (SET, GET), requests/s: none | memtraced |
+#             memleak, and the drops of memtraced at the default rate
+#   pipeline  memtraced at rising rates: samples/s drained with no drop, daemon CPU per sample,
+#             peak RSS, trace bytes per allocation event
+#   accuracy  estimated vs true bytes per site (tests/targets/sites)
+#   format, stacks   build/bench/format_bench and stacks_bench (their key=value lines)
+# Output: a table on stdout, key=value lines in bench/results/latest.txt (BENCH_OUT=...);
+# n/a where something could not be measured, with the reason on a "# " line before it.
+# The machine is shared and noisy: every figure is a median of interleaved rounds (each round
+# runs the variants in the same order), ratios are medians of per-round ratios.
+set -u
+BUILD=${1:-build}
+cd "$(dirname "$0")/.." || exit 2
+TOP=$(pwd)
+BB=$TOP/$BUILD/bench
+MEMTRACED=$TOP/$BUILD/bin/memtraced
+SITES_TARGET=$TOP/$BUILD/tests/targets/sites
+ROUNDS=${BENCH_ROUNDS:-5}
+REDIS_ROUNDS=${BENCH_REDIS_ROUNDS:-3}
+REDIS_REQUESTS=${BENCH_REDIS_REQUESTS:-50000}
+ITERS=${BENCH_ITERS:-20000}          # pairs per traced micro run (~13 us each under probes)
+ITERS_NONE=${BENCH_ITERS_NONE:-2000000}
+ONLY=${BENCH_ONLY:-micro,redis,pipeline,accuracy,format,stacks}
+OUT=${BENCH_OUT:-$TOP/bench/results/latest.txt}
+TMP=$(mktemp -d /tmp/memtraced-bench.XXXXXX)
+START=$(date +%s)
+
+declare -A R          # results: key -> value
+KEYS=()               # keys in the order they were set
+NOTES=()              # "key|why" for n/a values and remarks
+STARTED=()            # pids of the processes this script started in the background
+
+cleanup() {
+	for p in "${STARTED[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log() { echo "[bench $(($(date +%s) - START))s] $*" >&2; }
+want() { [[ ",$ONLY," == *",$1,"* ]]; }
+set_result() { [ -n "${R[$1]+x}" ] || KEYS+=("$1"); R[$1]=$2; }
+na() { set_result "$1" n/a; NOTES+=("$1|$2"); }
+note() { NOTES+=("$1|$2"); }
+median() { printf '%s\n' "$@" | grep -E '^[0-9.eE+-]+$' | sort -g |
+	awk '{a[NR]=$1} END { if (!NR) print ""; else if (NR % 2) print a[(NR+1)/2]; else printf "%.6g\n", (a[NR/2]+a[NR/2+1])/2 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print ""; else printf "%.3f\n", a / b }'; }
+# median of per-round ratios: files with one value per line, round i on line i
+median_ratio() {
+	local vals
+	vals=$(paste -d' ' "$1" "$2" 2>/dev/null | awk 'NF == 2 && $1 != "" && $2 != "" && $2 + 0 > 0 && $1 != "x" && $2 != "x" { printf "%.4f\n", $1 / $2 }')
+	# shellcheck disable=SC2086
+	median $vals
+}
+# waits up to $2 seconds for process $1 to end; then SIGKILL
+stop_proc() {
+	local pid=$1 secs=${2:-20} sig=${3:-TERM}
+	kill -"$sig" "$pid" 2>/dev/null
+	for _ in $(seq $((secs * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	kill -0 "$pid" 2>/dev/null && { log "process $pid did not stop, killing it"; kill -KILL "$pid" 2>/dev/null; }
+	wait "$pid" 2>/dev/null
+}
+# wait_line FILE REGEX SECS [PID]: until FILE has a line matching REGEX (or PID died)
+wait_line() {
+	for _ in $(seq $(($3 * 10))); do
+		grep -qE "$2" "$1" 2>/dev/null && return 0
+		[ -n "${4:-}" ] && ! kill -0 "$4" 2>/dev/null && return 1
+		sleep 0.1
+	done
+	return 1
+}
+# summary_num FILE REGEX: first number captured by REGEX in memtraced's summary line
+summary_num() { grep -E '^memtraced: PID' "$1" 2>/dev/null | tail -1 | sed -nE "s/.*$2.*/\1/p" | head -1; }
+summary_drops() {
+	local line
+	line=$(grep -E '^memtraced: PID' "$1" 2>/dev/null | tail -1)
+	[ -n "$line" ] || { echo ""; return; }
+	echo "$line" | sed -nE 's/.*dropped: ([0-9]+) ring buffer, ([0-9]+) live map full, ([0-9]+) stack copy.*/\1 \2 \3/p' |
+		awk '{ print $1 + $2 + $3 }'
+}
+
+# ---------------------------------------------------------------------------------------------
+# Tools
+[ "$(id -u)" = 0 ] || { echo "bench: needs root (BPF, uprobes)" >&2; exit 1; }
+have_memtraced=0
+[ -x "$MEMTRACED" ] && have_memtraced=1
+for b in micro_alloc probe_cost wait_probed accuracy; do
+	[ -x "$BB/$b" ] || { echo "bench: $BB/$b is missing: run make first" >&2; exit 1; }
+done
+MEMLEAK=$(command -v memleak-bpfcc || true)
+HEAPTRACK=$(command -v heaptrack || true)
+
+# bcc compiles its BPF C at run time against kernel headers. This kernel (a Firecracker build)
+# ships none and has no CONFIG_IKHEADERS: point /lib/modules/$(uname -r)/{build,source} at
+# Debian's linux-headers-amd64 (6.1: the structures memleak uses are the same), and mount
+# tracefs (bcc removes its probes through it when it exits).
+memleak_setup() {
+	[ -n "$MEMLEAK" ] || { MEMLEAK_WHY="memleak-bpfcc not installed (make deps installs bpfcc-tools)"; return 1; }
+	local kdir=/lib/modules/$(uname -r) hdr
+	if [ ! -e "$kdir/build/include/generated/autoconf.h" ]; then
+		hdr=$(ls -d /usr/src/linux-headers-*-amd64 2>/dev/null | sort -V | tail -1)
+		[ -n "$hdr" ] || { MEMLEAK_WHY="no kernel headers for bcc (make deps installs linux-headers-amd64)"; return 1; }
+		mkdir -p "$kdir" && ln -sfn "$hdr" "$kdir/build" && ln -sfn "${hdr%-amd64}-common" "$kdir/source"
+		log "bcc: $kdir/build -> $hdr"
+	fi
+	mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+	return 0
+}
+MEMLEAK_WHY=""
+have_memleak=0
+memleak_setup && have_memleak=1
+
+# ---------------------------------------------------------------------------------------------
+# Micro: one run of the workload under one variant; prints ns_per_pair (empty on failure).
+# Variants: none heaptrack | floor floor_own uretprobe_floor memtraced memtraced_r1 memleak
+start_tracer() {   # VARIANT PID LOGFILE -> pid of the tracer on stdout
+	local v=$1 pid=$2 logf=$3
+	case $v in
+	floor) "$MEMTRACED" -q --probe-floor -p "$pid" >"$logf" 2>&1 & ;;
+	floor_own) "$BB/probe_cost" -k session -p "$pid" auto >"$logf" 2>&1 & ;;
+	uretprobe_floor) "$BB/probe_cost" -k uretprobe -p "$pid" auto >"$logf" 2>&1 & ;;
+	memtraced) "$MEMTRACED" -q -p "$pid" -o "$TMP/$v.ctf" >"$logf" 2>&1 & ;;
+	memtraced_r1) "$MEMTRACED" -q --rate 1 -p "$pid" -o "$TMP/$v.ctf" >"$logf" 2>&1 & ;;
+	memleak) "$MEMLEAK" -p "$pid" 3600 >"$logf" 2>&1 & ;;
+	*) echo "bench: unknown variant $v" >&2; return 1 ;;
+	esac
+	echo $!
+}
+micro_once() {   # VARIANT MODE
+	local v=$1 mode=$2 out=$TMP/micro.out logf=$TMP/micro-$1-$2.log
+	: >"$out"
+	case $v in
+	none) "$BB/micro_alloc" --cpu 0 --mode "$mode" --iters "$ITERS_NONE" >"$out" 2>&1 ;;
+	heaptrack) (cd "$TMP" && "$HEAPTRACK" -o "$TMP/heaptrack" "$BB/micro_alloc" --cpu 0 --mode "$mode" \
+			--iters "$ITERS" --warmup-ms 2000) >"$out" 2>&1; rm -f "$TMP"/heaptrack* ;;
+	*)
+		"$BB/micro_alloc" --cpu 0 --mode "$mode" --iters "$ITERS" --wait-probes --timeout 90 >"$out" 2>&1 &
+		local w=$!
+		STARTED+=("$w")
+		if ! wait_line "$out" '^ready' 10 "$w"; then wait "$w"; return; fi
+		local t
+		t=$(start_tracer "$v" "$w" "$logf") || return
+		STARTED+=("$t")
+		wait "$w"
+		# memtraced ends by itself when its target exits; the others are told to stop
+		# (SIGTERM: python ignores SIGINT in a background job of a script)
+		stop_proc "$t" 30 TERM
+		cp "$logf" "$TMP/last-$v-$mode.log"
+		;;
+	esac
+	sed -nE 's/^ns_per_pair=([0-9.]+)$/\1/p' "$out" | tail -1
+}
+
+micro_section() {
+	local variants=(none floor_own uretprobe_floor)
+	[ "$have_memtraced" = 1 ] && variants+=(floor memtraced memtraced_r1)
+	[ "$have_memleak" = 1 ] && variants+=(memleak)
+	[ -n "$HEAPTRACK" ] && variants+=(heaptrack)
+	local mode v r val
+	for mode in 32 mix; do
+		for v in "${variants[@]}"; do : >"$TMP/m-$mode-$v"; done
+		for r in $(seq "$ROUNDS"); do
+			for v in "${variants[@]}"; do
+				val=$(micro_once "$v" "$mode")
+				[ -n "$val" ] || { log "micro $mode $v round $r: failed (see below)"; tail -3 "$TMP/micro.out" "$TMP/micro-$v-$mode.log" 2>/dev/null >&2; val=x; }
+				echo "$val" >>"$TMP/m-$mode-$v"
+				log "micro mode=$mode round $r/$ROUNDS $v: $val ns/pair"
+			done
+		done
+	done
+	# Results: mode 32 without prefix (the issue's keys), the size mix with "mix_".
+	for mode in 32 mix; do
+		local p="" floor_file
+		[ "$mode" = mix ] && p=mix_
+		for v in "${variants[@]}"; do
+			val=$(median $(cat "$TMP/m-$mode-$v"))
+			case $v in floor_own) k=floor_own_ns_per_pair ;; uretprobe_floor) k=uretprobe_floor_ns_per_pair ;;
+			memtraced_r1) k=memtraced_rate1_ns_per_pair ;; *) k=${v}_ns_per_pair ;; esac
+			if [ -n "$val" ]; then set_result "$p$k" "$val"; else na "$p$k" "every run failed (bench/run.sh logs the reason)"; fi
+		done
+		floor_file=$TMP/m-$mode-floor
+		if [ ! -s "$floor_file" ] || [ -z "$(median $(cat "$floor_file"))" ]; then
+			floor_file=$TMP/m-$mode-floor_own
+			set_result "${p}floor_ns_per_pair" "${R[${p}floor_own_ns_per_pair]:-n/a}"
+			note "${p}floor_ns_per_pair" "memtraced --probe-floor did not run: the floor is bench/probe_cost's empty programs on the same sites"
+		fi
+		local rr
+		rr=$(median_ratio "$TMP/m-$mode-memtraced" "$floor_file")
+		[ -n "$rr" ] && set_result "${p}overhead_vs_floor" "$rr" || na "${p}overhead_vs_floor" "memtraced or the floor did not run"
+		rr=$(median_ratio "$TMP/m-$mode-memleak" "$TMP/m-$mode-memtraced")
+		[ -n "$rr" ] && set_result "${p}memleak_vs_memtraced" "$rr" || na "${p}memleak_vs_memtraced" "${MEMLEAK_WHY:-memleak or memtraced did not run}"
+		rr=$(median_ratio "$TMP/m-$mode-heaptrack" "$TMP/m-$mode-memtraced")
+		[ -n "$rr" ] && set_result "${p}heaptrack_vs_memtraced" "$rr" || na "${p}heaptrack_vs_memtraced" "heaptrack or memtraced did not run"
+		rr=$(median_ratio "$TMP/m-$mode-uretprobe_floor" "$TMP/m-$mode-floor_own")
+		[ -n "$rr" ] && set_result "${p}uretprobe_vs_session_floor" "$rr"
+	done
+}
+
+# ---------------------------------------------------------------------------------------------
+# Redis: Debian's redis-server (jemalloc) is run with glibc's malloc (LD_PRELOAD of libc puts
+# its malloc first in the lookup order) because bcc 0.26's memleak insists on finding mmap in
+# the -O object, which libjemalloc lacks. A jemalloc run (none, memtraced) is reported apart.
+free_port() {
+	local p
+	for p in $(seq 16400 16500); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return 0; }
+	done
+	return 1
+}
+redis_once() {   # VARIANT ALLOCATOR(glibc|jemalloc) -> "SET_RPS GET_RPS DROPS" on stdout
+	local v=$1 alloc=$2 port rpid t="" pre="" libc
+	port=$(free_port) || { log "redis: no free port"; return; }
+	libc=$(ldd "$(command -v redis-server)" | awk '/libc.so.6/ { print $3 }')
+	libc=$(readlink -f "$libc")
+	[ "$alloc" = glibc ] && pre=$libc
+	LD_PRELOAD=$pre taskset -c 0 redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+		--daemonize no --logfile "$TMP/redis.log" &
+	rpid=$!
+	STARTED+=("$rpid")
+	for _ in $(seq 100); do [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] && break; sleep 0.1; done
+	if [ "$v" != none ]; then
+		"$BB/wait_probed" -p "$rpid" -t 120 >"$TMP/wp.out" 2>&1 &
+		local wp=$!
+		wait_line "$TMP/wp.out" '^ready' 10 "$wp"
+		case $v in
+		memtraced) "$MEMTRACED" -q -p "$rpid" -o "$TMP/redis.ctf" >"$TMP/redis-$v.log" 2>&1 & ;;
+		memleak) "$MEMLEAK" -p "$rpid" 3600 >"$TMP/redis-$v.log" 2>&1 & ;;
+		esac
+		t=$!
+		STARTED+=("$t")
+		if ! wait "$wp"; then
+			log "redis $v: the tracer did not attach: $(tail -2 "$TMP/wp.out" "$TMP/redis-$v.log" | tr '\n' ' ')"
+			stop_proc "$t" 10; redis-cli -p "$port" shutdown nosave >/dev/null 2>&1; stop_proc "$rpid" 10
+			return
+		fi
+	fi
+	taskset -c 1 redis-benchmark -h 127.0.0.1 -p "$port" -t set,get -n "$REDIS_REQUESTS" -c 50 --csv \
+		>"$TMP/rb.csv" 2>/dev/null
+	local drops=""
+	if [ -n "$t" ]; then
+		stop_proc "$t" 60 TERM
+		[ "$v" = memtraced ] && { drops=$(summary_drops "$TMP/redis-$v.log"); cp "$TMP/redis-$v.log" "$TMP/last-redis.log"; [ -f "$TMP/redis.ctf" ] && cp "$TMP/redis.ctf" "$TMP/last-redis.ctf"; }
+	fi
+	redis-cli -p "$port" shutdown nosave >/dev/null 2>&1
+	stop_proc "$rpid" 10
+	local set get
+	set=$(awk -F'"' '$2 == "SET" { print $4 }' "$TMP/rb.csv")
+	get=$(awk -F'"' '$2 == "GET" { print $4 }' "$TMP/rb.csv")
+	echo "${set:-x} ${get:-x} ${drops:-x}"
+}
+redis_section() {
+	command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null || {
+		for k in redis_set_rps_none redis_set_rps_memtraced redis_set_rps_memleak; do na $k "redis-server/redis-tools not installed (make deps)"; done
+		return; }
+	local runs=("glibc none")
+	[ "$have_memtraced" = 1 ] && runs+=("glibc memtraced")
+	[ "$have_memleak" = 1 ] && runs+=("glibc memleak")
+	runs+=("jemalloc none")
+	[ "$have_memtraced" = 1 ] && runs+=("jemalloc memtraced")
+	local r run alloc v res
+	for run in "${runs[@]}"; do : >"$TMP/r-${run/ /-}"; done
+	for r in $(seq "$REDIS_ROUNDS"); do
+		for run in "${runs[@]}"; do
+			alloc=${run% *}; v=${run#* }
+			res=$(redis_once "$v" "$alloc")
+			[ -n "$res" ] || res="x x x"
+			echo "$res" >>"$TMP/r-${run/ /-}"
+			log "redis round $r/$REDIS_ROUNDS $alloc $v: SET GET rps, drops = $res"
+		done
+	done
+	local p col key
+	for run in "${runs[@]}"; do
+		alloc=${run% *}; v=${run#* }
+		p=redis_; [ "$alloc" = jemalloc ] && p=redis_jemalloc_
+		for col in 1 2; do
+			key=${p}set_rps_$v; [ "$col" = 2 ] && key=${p}get_rps_$v
+			val=$(median $(awk -v c=$col '{ print $c }' "$TMP/r-${run/ /-}"))
+			[ -n "$val" ] && set_result "$key" "$val" || na "$key" "redis-benchmark or the tracer failed (see the bench log)"
+		done
+		if [ "$v" = memtraced ]; then
+			val=$(awk '$3 != "x" { s += $3; n++ } END { if (n) print s }' "$TMP/r-${run/ /-}")
+			[ -n "$val" ] && set_result "${p}drops_memtraced" "$val" || na "${p}drops_memtraced" "no memtraced summary line"
+		fi
+	done
+	[ "$have_memleak" = 1 ] || na redis_set_rps_memleak "$MEMLEAK_WHY"
+	note redis_set_rps_none "redis_* = Debian's redis-server with glibc malloc (LD_PRELOAD of libc), so that bcc memleak can attach; redis_jemalloc_* = as shipped"
+	local a b
+	a=$(median_ratio <(awk '{ print $1 }' "$TMP/r-glibc-memtraced" 2>/dev/null) <(awk '{ print $1 }' "$TMP/r-glibc-none"))
+	[ -n "$a" ] && set_result redis_set_memtraced_vs_none "$a"
+	b=$(median_ratio <(awk '{ print $1 }' "$TMP/r-glibc-memtraced" 2>/dev/null) <(awk '{ print $1 }' "$TMP/r-glibc-memleak" 2>/dev/null))
+	[ -n "$b" ] && set_result redis_set_memtraced_vs_memleak "$b"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Pipeline: memtraced on the size-mix workload at rising rates, under /usr/bin/time -v.
+pipeline_section() {
+	[ "$have_memtraced" = 1 ] || { for k in drain_max_samples_per_s daemon_rss_mb daemon_cpu_us_per_sample bytes_per_alloc_event; do na $k "build/bin/memtraced is missing"; done; return; }
+	local rate best="" rss_max=0 cpu_per="" bpe=""
+	for rate in 1e-3 1e-2 1e-1 1; do
+		local out=$TMP/pipe.out logf=$TMP/pipe-$rate.log ctf=$TMP/pipe-$rate.ctf
+		"$BB/micro_alloc" --cpu 0 --mode mix --iters "$ITERS" --wait-probes --timeout 60 >"$out" 2>&1 &
+		local w=$!
+		STARTED+=("$w")
+		wait_line "$out" '^ready' 10 "$w" || { wait "$w"; continue; }
+		/usr/bin/time -v -o "$TMP/time-$rate.txt" "$MEMTRACED" -q --rate "$rate" -p "$w" -o "$ctf" >"$logf" 2>&1 &
+		local t=$!
+		STARTED+=("$t")
+		wait "$w"
+		stop_proc "$t" 60 TERM
+		local ns sampled written drops user sys rss secs sps
+		ns=$(sed -nE 's/^ns_per_pair=([0-9.]+)$/\1/p' "$out")
+		sampled=$(summary_num "$logf" ' ([0-9]+) sampled')
+		written=$(summary_num "$logf" ', ([0-9]+) samples written')
+		drops=$(summary_drops "$logf")
+		user=$(sed -nE 's/.*User time \(seconds\): ([0-9.]+)/\1/p' "$TMP/time-$rate.txt")
+		sys=$(sed -nE 's/.*System time \(seconds\): ([0-9.]+)/\1/p' "$TMP/time-$rate.txt")
+		rss=$(sed -nE 's/.*Maximum resident set size \(kbytes\): ([0-9]+)/\1/p' "$TMP/time-$rate.txt")
+		if [ -z "$ns" ] || [ -z "$sampled" ]; then
+			log "pipeline rate $rate: failed: $(tail -2 "$out" "$logf" | tr '\n' ' ')"
+			continue
+		fi
+		secs=$(awk -v n="$ns" -v i="$ITERS" 'BEGIN { print n * i / 1e9 }')
+		sps=$(awk -v s="$sampled" -v t="$secs" 'BEGIN { printf "%.0f", t > 0 ? s / t : 0 }')
+		log "pipeline rate $rate: $sampled sampled, $written written, $drops dropped, $sps samples/s while the loop ran, ${ns} ns/pair, daemon cpu ${user}+${sys} s, rss ${rss} kB"
+		set_result "pipeline_rate_${rate}_samples_per_s" "$sps"
+		set_result "pipeline_rate_${rate}_drops" "${drops:-n/a}"
+		[ -n "$rss" ] && [ "$rss" -gt "$rss_max" ] && rss_max=$rss
+		if [ "${drops:-1}" = 0 ] && [ "$sampled" -gt 0 ]; then
+			best=$(awk -v a="${best:-0}" -v b="$sps" 'BEGIN { print (b > a) ? b : a }')
+			cpu_per=$(awk -v u="$user" -v s="$sys" -v n="$sampled" 'BEGIN { printf "%.1f", (u + s) * 1e6 / n }')
+		fi
+		if [ "$rate" = 1 ] && [ -f "$ctf" ]; then
+			bpe=$("$BB/accuracy" "$ctf" - 2>/dev/null | sed -nE 's/^bytes_per_alloc_event=//p')
+		fi
+	done
+	[ -n "$best" ] && set_result drain_max_samples_per_s "$best" || na drain_max_samples_per_s "no rate ran without a drop"
+	note drain_max_samples_per_s "one target thread produces the samples (each costs it a trap plus a 16 KiB stack copy), so this is the producer's limit unless a step shows drops"
+	[ "$rss_max" -gt 0 ] && set_result daemon_rss_mb "$(awk -v k="$rss_max" 'BEGIN { printf "%.1f", k / 1024 }')" || na daemon_rss_mb "/usr/bin/time gave no RSS"
+	[ -n "$cpu_per" ] && set_result daemon_cpu_us_per_sample "$cpu_per" || na daemon_cpu_us_per_sample "no run without drops"
+	note daemon_cpu_us_per_sample "daemon user+system time over the samples of the highest rate without a drop, attach and BPF load included"
+	[ -n "$bpe" ] && set_result bytes_per_alloc_event_rate1_loop "$bpe"
+}
+
+# ---------------------------------------------------------------------------------------------
+accuracy_section() {
+	[ "$have_memtraced" = 1 ] && [ -x "$SITES_TARGET" ] || { na accuracy_max_rel_err "memtraced or tests/targets/sites is missing"; return; }
+	local rate=1e-3
+	"$MEMTRACED" -q --rate "$rate" -o "$TMP/acc.ctf" -- "$SITES_TARGET" run 5000 >"$TMP/truth.txt" 2>"$TMP/acc.log"
+	if ! "$BB/accuracy" "$TMP/acc.ctf" "$TMP/truth.txt" >"$TMP/acc.out" 2>&1; then
+		na accuracy_max_rel_err "$(tail -1 "$TMP/acc.out") $(tail -1 "$TMP/acc.log")"
+		return
+	fi
+	grep '^#' "$TMP/acc.out" >&2
+	local k v
+	while IFS='=' read -r k v; do
+		case $k in
+		bytes_per_alloc_event) set_result bytes_per_alloc_event "$v" ;;
+		accuracy_*|trace_*) set_result "$k" "$v" ;;
+		esac
+	done < <(grep -v '^#' "$TMP/acc.out")
+	cp "$TMP/acc.out" "$TMP/last-accuracy.out"
+	note bytes_per_alloc_event "trace bytes / allocation events of the accuracy run (tests/targets/sites run 5000 at rate $rate: 7 sites, 4-6 frames)"
+}
+
+include_kv() {   # PREFIX PROGRAM ARGS...: adds the program's key=value lines
+	local p=$1; shift
+	[ -x "$1" ] || { na "${p}bench" "$1 is not built"; return; }
+	local k v
+	while IFS='=' read -r k v; do
+		[[ "$k" =~ ^[a-z0-9_]+$ ]] && set_result "$p$k" "$v"
+	done < <("$@" 2>"$TMP/kv.err" | grep -E '^[a-z0-9_]+=')
+}
+
+# ---------------------------------------------------------------------------------------------
+log "memtraced: $([ "$have_memtraced" = 1 ] && echo "$MEMTRACED" || echo missing); memleak: $([ "$have_memleak" = 1 ] && echo "$MEMLEAK" || echo "no: $MEMLEAK_WHY"); heaptrack: ${HEAPTRACK:-missing}"
+want micro && micro_section
+want redis && redis_section
+want pipeline && pipeline_section
+want accuracy && accuracy_section
+want format && include_kv "" "$BB/format_bench"
+want stacks && include_kv stacks_ "$BB/stacks_bench"
+set_result bench_seconds $(($(date +%s) - START))
+
+# ---------------------------------------------------------------------------------------------
+# Output: key=value file (reasons as comments), then a table.
+mkdir -p "$(dirname "$OUT")"
+{
+	echo "# memtraced bench, $(date -u +%Y-%m-%dT%H:%MZ), kernel $(uname -r), $(nproc) CPUs; rounds: micro $ROUNDS, redis $REDIS_ROUNDS"
+	echo "# medians of interleaved rounds; ratios are medians of per-round ratios (docs/performance.md)"
+	for k in "${KEYS[@]}"; do
+		for n in "${NOTES[@]}"; do [ "${n%%|*}" = "$k" ] && echo "# $k: ${n#*|}"; done
+		echo "$k=${R[$k]}"
+	done
+} >"$OUT"
+
+goal() {   # KEY OP LIMIT
+	local v=${R[$1]:-n/a}
+	[ "$v" = n/a ] && { echo "n/a"; return; }
+	awk -v v="$v" -v l="$3" -v op="$2" 'BEGIN { ok = (op == "<=") ? (v <= l) : (v >= l); print ok ? "met" : "NOT met" }'
+}
+printf '\n%-44s %s\n' "figure" "value"
+printf '%-44s %s\n' "--------------------------------------------" "----------------"
+for k in "${KEYS[@]}"; do printf '%-44s %s\n' "$k" "${R[$k]}"; done
+echo
+echo "goals: overhead_vs_floor <= 1.15: $(goal overhead_vs_floor '<=' 1.15); memleak_vs_memtraced >= 2: $(goal memleak_vs_memtraced '>=' 2);" \
+	"no drop at the default rate on redis: $([ "${R[redis_drops_memtraced]:-n/a}" = 0 ] && [ "${R[redis_jemalloc_drops_memtraced]:-0}" = 0 ] && echo met || echo "NOT met / n/a")"
+echo "results: $OUT"

@@ -113,6 +113,7 @@ FUZZ_SECONDS ?= 600
 fuzz: deps $(FUZZERS)
 	bash tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS)
 
+bench: DEPS += bpfcc-tools python3-bpfcc linux-headers-amd64 heaptrack redis-server redis-tools time util-linux
 bench: deps all
 	bash bench/run.sh $(BUILD)
 

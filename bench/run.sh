@@ -62,9 +62,11 @@ median_ratio() {
 	# shellcheck disable=SC2086
 	median $vals
 }
-# waits up to $2 seconds for process $1 to end; then SIGKILL
+# stop_proc PID SECS SIG [GRACE]: waits GRACE seconds for PID to end by itself, then sends SIG
+# and waits up to SECS seconds more; then SIGKILL
 stop_proc() {
-	local pid=$1 secs=${2:-20} sig=${3:-TERM}
+	local pid=$1 secs=${2:-20} sig=${3:-TERM} grace=${4:-0}
+	for _ in $(seq $((grace * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 	kill -"$sig" "$pid" 2>/dev/null
 	for _ in $(seq $((secs * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 	kill -0 "$pid" 2>/dev/null && { log "process $pid did not stop, killing it"; kill -KILL "$pid" 2>/dev/null; }
@@ -154,7 +156,9 @@ micro_once() {   # VARIANT MODE
 		wait "$w"
 		# memtraced ends by itself when its target exits; the others are told to stop
 		# (SIGTERM: python ignores SIGINT in a background job of a script)
-		stop_proc "$t" 30 TERM
+		local grace=0
+		[[ $v == memtraced* || $v == floor ]] && grace=10
+		stop_proc "$t" 30 TERM "$grace"
 		cp "$logf" "$TMP/last-$v-$mode.log"
 		;;
 	esac
@@ -306,7 +310,7 @@ redis_section() {
 pipeline_section() {
 	[ "$have_memtraced" = 1 ] || { for k in drain_max_samples_per_s daemon_rss_mb daemon_cpu_us_per_sample bytes_per_alloc_event; do na $k "build/bin/memtraced is missing"; done; return; }
 	local rate best="" rss_max=0 cpu_per="" bpe=""
-	for rate in 1e-3 1e-2 1e-1 1; do
+	for rate in 1e-3 1e-2 3e-2 1e-1 3e-1 1; do
 		local out=$TMP/pipe.out logf=$TMP/pipe-$rate.log ctf=$TMP/pipe-$rate.ctf
 		"$BB/micro_alloc" --cpu 0 --mode mix --iters "$ITERS" --wait-probes --timeout 60 >"$out" 2>&1 &
 		local w=$!
@@ -316,7 +320,7 @@ pipeline_section() {
 		local t=$!
 		STARTED+=("$t")
 		wait "$w"
-		stop_proc "$t" 60 TERM
+		stop_proc "$t" 60 TERM 30   # memtraced ends with its target; then time writes its report
 		local ns sampled written drops user sys rss secs sps
 		ns=$(sed -nE 's/^ns_per_pair=([0-9.]+)$/\1/p' "$out")
 		sampled=$(summary_num "$logf" ' ([0-9]+) sampled')
@@ -330,13 +334,14 @@ pipeline_section() {
 			continue
 		fi
 		secs=$(awk -v n="$ns" -v i="$ITERS" 'BEGIN { print n * i / 1e9 }')
-		sps=$(awk -v s="$sampled" -v t="$secs" 'BEGIN { printf "%.0f", t > 0 ? s / t : 0 }')
+		sps=$(awk -v s="$sampled" -v t="$secs" 'BEGIN { printf "%.0f", (t > 0 ? s / t : 0) }')
+		log "pipeline rate $rate: $(grep -E '^memtraced: PID' "$logf" | tail -1)"
 		log "pipeline rate $rate: $sampled sampled, $written written, $drops dropped, $sps samples/s while the loop ran, ${ns} ns/pair, daemon cpu ${user}+${sys} s, rss ${rss} kB"
 		set_result "pipeline_rate_${rate}_samples_per_s" "$sps"
 		set_result "pipeline_rate_${rate}_drops" "${drops:-n/a}"
 		[ -n "$rss" ] && [ "$rss" -gt "$rss_max" ] && rss_max=$rss
 		if [ "${drops:-1}" = 0 ] && [ "$sampled" -gt 0 ]; then
-			best=$(awk -v a="${best:-0}" -v b="$sps" 'BEGIN { print (b > a) ? b : a }')
+			best=$(awk -v a="${best:-0}" -v b="$sps" 'BEGIN { print ((b > a) ? b : a) }')
 			cpu_per=$(awk -v u="$user" -v s="$sys" -v n="$sampled" 'BEGIN { printf "%.1f", (u + s) * 1e6 / n }')
 		fi
 		if [ "$rate" = 1 ] && [ -f "$ctf" ]; then

@@ -305,17 +305,24 @@ static long vma_room(struct task_struct *task, struct vm_area_struct *vma, void 
 	return 0;
 }
 
-/* Copies up to stack_bytes of user stack from sp into buf (stack_bytes long). Non-sleepable
- * bpf_probe_read_user is all-or-nothing and cannot fault pages in: clamp to the end of the
- * stack's VMA, then fall back to smaller sizes. Returns the bytes copied. */
-static __always_inline __u32 copy_stack(__u8 *buf, __u64 sp)
+/* How much stack there is to copy from sp: stack_bytes, clamped to the end of the stack's
+ * VMA (non-sleepable bpf_probe_read_user cannot fault pages in and is all-or-nothing, and
+ * beyond the VMA there is nothing to read). */
+static __always_inline __u64 stack_room(__u64 sp)
 {
 	__u64 len = stack_bytes;
 	struct vma_room_ctx vc = { .sp = sp, .room = len };
 	if (bpf_find_vma(bpf_get_current_task_btf(), sp, vma_room, &vc, 0) == 0 && vc.room < len)
 		len = vc.room;
-	if (len > stack_bytes)
-		len = stack_bytes;
+	return len;
+}
+
+/* Copies len (<= cap) bytes of user stack from sp into buf, falling back to smaller sizes when
+ * a page is not resident. Returns the bytes copied. */
+static __always_inline __u32 copy_stack(__u8 *buf, __u64 sp, __u64 len, const __u32 cap)
+{
+	if (len > cap)
+		len = cap;
 	if (bpf_probe_read_user(buf, len, (void *)sp) == 0)
 		return len;
 	static const __u32 fallback[] = { 8192, 4096, 1024 };
@@ -323,12 +330,45 @@ static __always_inline __u32 copy_stack(__u8 *buf, __u64 sp)
 		__u64 smaller = fallback[i];
 		if (smaller >= len)
 			continue;
-		if (smaller > stack_bytes)
-			smaller = stack_bytes;
+		if (smaller > cap)
+			smaller = cap;
 		if (bpf_probe_read_user(buf, smaller, (void *)sp) == 0)
 			return smaller;
 	}
 	return 0;
+}
+
+/* Reserves a record with room for `cap` stack bytes (a constant: the verifier wants constant
+ * reservations), fills and submits it. Returns false when the ring buffer is full. */
+static __always_inline bool write_alloc_record(struct pt_regs *ctx, struct mt_cpu_state *st,
+					       __u64 id, struct inflight_call *call, __u64 addr,
+					       __u64 seq, __u64 len, const __u32 cap)
+{
+	struct mt_alloc_record *r = bpf_ringbuf_reserve(&events, sizeof(*r) + cap, 0);
+	if (!r)
+		return false;
+	r->type = MT_REC_ALLOC;
+	r->fn = call->fn;
+	r->pid = id >> 32;
+	r->tid = (__u32)id;
+	r->seq = seq;
+	r->time_ns = bpf_ktime_get_ns();
+	r->addr = addr;
+	r->size = call->size;
+	r->nsamples = call->nsamples;
+	__builtin_memcpy(r->regs, call->regs, sizeof(r->regs));
+	r->stack_reserved = cap;
+	r->stack_len = copy_stack(r->stack, call->entry_sp, len, cap);
+	if (r->stack_len >= 8) {
+		/* The return probe replaced the return address at entry_sp by its trampoline; at
+		 * the return the kernel has set ip back to the real one. */
+		__u64 ret_addr = PT_REGS_IP(ctx);
+		__builtin_memcpy(r->stack, &ret_addr, sizeof(ret_addr));
+	} else {
+		__sync_fetch_and_add(&st->drop_stack_copy, 1);
+	}
+	submit(r);
+	return true;
 }
 
 static __always_inline void emit_alloc(struct pt_regs *ctx, struct mt_cpu_state *st, __u64 id,
@@ -342,35 +382,31 @@ static __always_inline void emit_alloc(struct pt_regs *ctx, struct mt_cpu_state 
 		__sync_fetch_and_add(&st->drop_map_full, 1);
 		return;
 	}
-	struct mt_alloc_record *r =
-		bpf_ringbuf_reserve(&events, sizeof(*r) + stack_bytes, 0);
-	if (!r) {
+	/* The record is sized to the stack there is (a power of two >= 1 KiB), not to
+	 * stack_bytes: a shallow stack with its environment is often 1-4 KiB, and a small ring
+	 * buffer then holds several times more records. */
+	__u64 len = stack_room(call->entry_sp);
+	bool ok;
+	if (len <= 1024)
+		ok = write_alloc_record(ctx, st, id, call, addr, seq, len, 1024);
+	else if (len <= 2048)
+		ok = write_alloc_record(ctx, st, id, call, addr, seq, len, 2048);
+	else if (len <= 4096)
+		ok = write_alloc_record(ctx, st, id, call, addr, seq, len, 4096);
+	else if (len <= 8192)
+		ok = write_alloc_record(ctx, st, id, call, addr, seq, len, 8192);
+	else if (len <= 16384)
+		ok = write_alloc_record(ctx, st, id, call, addr, seq, len, 16384);
+	else if (len <= 32768)
+		ok = write_alloc_record(ctx, st, id, call, addr, seq, len, 32768);
+	else
+		ok = write_alloc_record(ctx, st, id, call, addr, seq, len, MT_STACK_BYTES_MAX);
+	if (!ok) {
 		__sync_fetch_and_add(&st->drop_ringbuf, 1);
 		bpf_map_delete_elem(&live, &addr);
 		return;
 	}
-	r->type = MT_REC_ALLOC;
-	r->fn = call->fn;
-	r->pid = id >> 32;
-	r->tid = (__u32)id;
-	r->seq = seq;
-	r->time_ns = bpf_ktime_get_ns();
-	r->addr = addr;
-	r->size = call->size;
-	r->nsamples = call->nsamples;
-	__builtin_memcpy(r->regs, call->regs, sizeof(r->regs));
-	r->stack_reserved = stack_bytes;
-	r->stack_len = copy_stack(r->stack, call->entry_sp);
-	if (r->stack_len >= 8) {
-		/* The return probe replaced the return address at entry_sp by its trampoline; at
-		 * the return the kernel has set ip back to the real one. */
-		__u64 ret_addr = PT_REGS_IP(ctx);
-		__builtin_memcpy(r->stack, &ret_addr, sizeof(ret_addr));
-	} else {
-		__sync_fetch_and_add(&st->drop_stack_copy, 1);
-	}
 	__sync_fetch_and_add(&st->samples, 1);
-	submit(r);
 }
 
 /* Return of a call whose entry kept a return probe. match_call: fallback mode, where every

@@ -47,7 +47,7 @@ struct mt_alloc_record {
 	__u64 addr, size, nsamples;
 	__u64 regs[MT_NREGS];
 	__u32 stack_len;       /* valid bytes in stack[] */
-	__u32 stack_reserved;  /* bytes reserved for stack[] in this record (the configured size) */
+	__u32 stack_reserved;  /* bytes reserved for stack[] in this record (a power of two) */
 	__u8 stack[];
 };
 

@@ -376,6 +376,11 @@ static void check_basic(bool no_session)
 			ret_ok += a->ret_in_workload;
 		}
 	}
+	size_t stack_total = 0;
+	for (size_t i = 0; i < s->nallocs; i++)
+		stack_total += s->allocs[i].stack_len;
+	printf("# %s: mean stack copy %zu bytes (mode %s)\n", pfx, s->nallocs ? stack_total / s->nallocs : 0,
+	       tracer_mode_name(r.mode));
 	snprintf(name, sizeof(name), "%s_regs_rip_at_malloc", pfx);
 	CHECKF(name, nmalloc == 100 && rip_ok == nmalloc && s->allocs[0].fn == AF_MALLOC,
 	       "%zu of %zu malloc samples with the same rip", rip_ok, nmalloc);

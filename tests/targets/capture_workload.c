@@ -12,6 +12,8 @@
  *   fork     the child mallocs 500 x 777 bytes and exits; the parent then mallocs 10 x 555.
  *   large    50000 blocks cycling 16..8192 bytes (204,808,000 bytes in total), each freed.
  *   churn    2000 x malloc(100)/free pairs.
+ *   reallocnull  20000 x realloc(NULL, 4096) (glibc tail-jumps to malloc) + free: 81,920,000
+ *            bytes, to be counted once at low rates too.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -110,10 +112,20 @@ static void churn(void)
 	}
 }
 
+static void reallocnull(void)
+{
+	void *volatile null = NULL;
+	for (int i = 0; i < 20000; i++) {
+		void *p = realloc(null, 4096);
+		escape(p);
+		free(p);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: capture_workload basic|threads|fork|large|churn\n");
+		fprintf(stderr, "usage: capture_workload basic|threads|fork|large|churn|reallocnull\n");
 		return 2;
 	}
 	printf("ready pid=%d malloc=%p\n", (int)getpid(), (void *)malloc);
@@ -125,6 +137,7 @@ int main(int argc, char **argv)
 	else if (!strcmp(s, "fork")) forked();
 	else if (!strcmp(s, "large")) large();
 	else if (!strcmp(s, "churn")) churn();
+	else if (!strcmp(s, "reallocnull")) reallocnull();
 	else {
 		fprintf(stderr, "capture_workload: unknown scenario %s\n", s);
 		return 2;

@@ -600,6 +600,32 @@ static void check_large_estimate(void)
 	seen_free(&r.seen);
 }
 
+/* realloc(NULL, n) reaching malloc while unsampled (no return probe, the per-CPU nest slot):
+ * the bytes must enter the sampling process once, not twice. */
+static void check_nested_unsampled(void)
+{
+	const double rate = 1e-3;
+	struct tracer_opts o = { .rate = rate };
+	struct run r;
+	bool ok = run_scenario("reallocnull", &o, false, &r);
+	CHECKF("tracer_nested_unsampled_attach", ok, "%s", r.err);
+	if (!ok)
+		return;
+	uint64_t samples = 0, total = 20000ull * 4096;
+	size_t as_malloc = 0;
+	for (size_t i = 0; i < r.seen.nallocs; i++) {
+		samples += r.seen.allocs[i].nsamples;
+		as_malloc += r.seen.allocs[i].fn == AF_MALLOC;
+	}
+	double err = samples * 8 / rate / total - 1;
+	CHECKF("tracer_nested_unsampled_counted_once", err > -0.10 && err < 0.10 && as_malloc == 0,
+	       "estimated %+.1f%% of %" PRIu64 " bytes (double counting would be +100%%), %zu samples as malloc",
+	       err * 100, total, as_malloc);
+	CHECKF("tracer_nested_unsampled_skips", r.stats.nested_skipped >= 19000,
+	       "%" PRIu64 " nested calls skipped of 20000", r.stats.nested_skipped);
+	seen_free(&r.seen);
+}
+
 static void check_floor(void)
 {
 	struct tracer_opts o = { .rate = 1, .floor = true };
@@ -654,6 +680,7 @@ int main(void)
 	check_preexec();
 	check_threads();
 	check_large_estimate();
+	check_nested_unsampled();
 	check_floor();
 	return CHECK_DONE();
 }

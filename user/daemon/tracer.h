@@ -4,6 +4,21 @@
  * Usage: tracer_open() (load + attach), then tracer_poll() in a loop (each call sleeps up to
  * timeout_ms, then delivers every record that arrived), tracer_reconcile() now and then and at
  * the end, tracer_close(). Not thread-safe: one thread drives a tracer.
+ *
+ * What is delivered:
+ * - alloc: successful sampled allocations only (a NULL result, a failed posix_memalign, a
+ *   calloc/reallocarray whose size overflows produce nothing; size 0 is never sampled).
+ *   realloc(p, n) of a sampled p: a free of p, then (if sampled) the new block, even in place.
+ *   A call nested in another probed call (glibc's realloc(NULL, n) -> malloc, reallocarray ->
+ *   realloc, an interposer calling the real malloc) is counted once, as the outer function.
+ * - free: only for blocks delivered as alloc, at most once per seq (from a FREE record, or
+ *   from tracer_reconcile when that record was lost).
+ * - Drops (tracer_stats): drop_ringbuf (ring full: the sample is not delivered and not
+ *   tracked; a lost FREE is repaired by reconciling), drop_map_full (live or in-flight map
+ *   full: the sample is not delivered), drop_stack_copy (the sample IS delivered, with
+ *   stack_len 0: the stack could not be read).
+ * - The ring buffer is drained when tracer_poll is called: with a 4 MiB ring, call it at least
+ *   every ~50 ms under heavy sampling (the BPF side wakes tracer_poll early when 1/8 full).
  */
 #ifndef MEMTRACED_TRACER_H
 #define MEMTRACED_TRACER_H
@@ -17,7 +32,8 @@
 
 struct tracer_opts {
 	double rate;             /* memtrace rate: probability per 8-byte word (1.0 = everything) */
-	unsigned stack_bytes;    /* user stack copied per sample (0: default 16384, max 65536) */
+	unsigned stack_bytes;    /* user stack copied per sample (0: default 16384, 64..65536);
+	                            less when the stack's mapping ends sooner */
 	unsigned ringbuf_bytes;  /* 0: default 4 MiB; a power of two */
 	bool floor;              /* benchmark floor: empty probes on exactly the same sites */
 	bool no_session;         /* force the uprobe + uretprobe fallback (tests, benchmarks) */

@@ -44,9 +44,11 @@ int uprobe_multi_link_create(int prog_fd, int attach_type, const char *path,
 	int fd = syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a.attr));
 	if (fd < 0) {
 		int e = errno;
-		snprintf(err, errlen, "cannot attach %s uprobes (%u sites) in %s for pid %d: %s",
+		snprintf(err, errlen, "cannot attach %s uprobes (%u sites) in %s for pid %d: %s%s",
 		         attach_type == UPROBE_ATTACH_SESSION ? "session" : "multi", cnt, path,
-		         (int)pid, strerror(e));
+		         (int)pid, strerror(e),
+		         e == EINVAL ? " (if dmesg says \"ref_ctr_offset mismatch\", another tool holds a "
+		                       "uprobe with a USDT semaphore at the same place)" : "");
 		errno = e;
 		return -1;
 	}

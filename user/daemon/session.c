@@ -61,7 +61,7 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 }
 
 /* The writer's mt_locations_fn: the unwinder may be prepared after the writer. */
-static int session_locations(void *ctx, uint64_t code, const mt_location **locs)
+int session_locations(void *ctx, uint64_t code, const mt_location **locs)
 {
 	struct session *s = ctx;
 	return s->stacks ? stacks_locations(s->stacks, code, locs) : -1;

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "allocsyms.h"
+#include "memtrace.h"
 
 struct session_opts {
 	pid_t pid;
@@ -51,6 +52,9 @@ void session_get_totals(struct session *s, struct session_totals *out);
 const char *session_error(const struct session *s);
 /* The one-line summary. */
 void session_print_summary(struct session *s, FILE *out, const char *trace_path);
+/* The location list of a code (an mt_locations_fn; ctx is the session), for the live view and
+ * snapshots: -1 for a code never handed out. Session thread only. */
+int session_locations(void *session, uint64_t code, const mt_location **locs);
 /* The context trie (for snapshots); valid until session_close. */
 struct trie *session_trie(struct session *s);
 void session_close(struct session *s);

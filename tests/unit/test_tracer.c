@@ -259,7 +259,7 @@ static bool run_scenario(const char *scenario, const struct tracer_opts *opts, b
 	r->lost_frees = lost;
 	struct proc p;
 	if (spawn(scenario, &p)) {
-		snprintf(r->err, sizeof(r->err), "cannot start %s %s", workload, scenario);
+		snprintf(r->err, sizeof(r->err), "cannot start %.400s %s", workload, scenario);
 		return false;
 	}
 	r->seen.pid = p.pid;
@@ -661,7 +661,7 @@ static void check_bad_opts(void)
 
 int main(void)
 {
-	char self[PATH_MAX];
+	char self[PATH_MAX - 64];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	self[n > 0 ? n : 0] = 0;
 	char *slash = strrchr(self, '/');

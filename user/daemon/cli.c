@@ -25,6 +25,11 @@ void cli_usage(FILE *out)
 		"  -d, --duration SEC   stop tracing after SEC seconds (default: until the target\n"
 		"                       exits, or SIGINT/SIGTERM)\n"
 		"  -q, --quiet          no status messages (errors and the final summary only)\n"
+		"      --no-status      no live status line (shown only when stderr is a terminal)\n"
+		"      --top            show a refreshing table of the top live allocation sites\n"
+		"                       (on the terminal of stderr, else /dev/tty)\n"
+		"      --top-interval SEC  refresh period of --top (default 1)\n"
+		"      --top-by site|function  group --top by call site (default) or by function\n"
 		"  -h, --help           this help\n"
 		"  -V, --version        print the version\n"
 		"\n"
@@ -60,7 +65,7 @@ static bool parse_long(const char *s, long lo, long hi, long *out)
 	return true;
 }
 
-enum { OPT_PROBE_FLOOR = 256, OPT_STACK_BYTES };
+enum { OPT_PROBE_FLOOR = 256, OPT_STACK_BYTES, OPT_NO_STATUS, OPT_TOP, OPT_TOP_INTERVAL, OPT_TOP_BY };
 
 enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, size_t errlen)
 {
@@ -74,9 +79,14 @@ enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, 
 		{"version", no_argument, NULL, 'V'},
 		{"probe-floor", no_argument, NULL, OPT_PROBE_FLOOR},
 		{"stack-bytes", required_argument, NULL, OPT_STACK_BYTES},
+		{"no-status", no_argument, NULL, OPT_NO_STATUS},
+		{"top", no_argument, NULL, OPT_TOP},
+		{"top-interval", required_argument, NULL, OPT_TOP_INTERVAL},
+		{"top-by", required_argument, NULL, OPT_TOP_BY},
 		{NULL, 0, NULL, 0},
 	};
-	*o = (struct cli_opts){.rate = CLI_DEFAULT_RATE, .stack_bytes = CLI_DEFAULT_STACK_BYTES};
+	*o = (struct cli_opts){.rate = CLI_DEFAULT_RATE, .stack_bytes = CLI_DEFAULT_STACK_BYTES,
+			       .top_interval = 1};
 	bool have_pid = false;
 	long l;
 	int c;
@@ -126,6 +136,24 @@ enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, 
 				return CLI_ERROR;
 			}
 			o->stack_bytes = (unsigned)l;
+			break;
+		case OPT_NO_STATUS: o->no_status = true; break;
+		case OPT_TOP: o->top = true; break;
+		case OPT_TOP_INTERVAL:
+			if (!parse_double(optarg, &o->top_interval) || !(o->top_interval >= 0.1) ||
+			    o->top_interval > 3600) {
+				set_err(err, errlen, "invalid --top-interval '%s': expected seconds, 0.1 .. 3600",
+					optarg);
+				return CLI_ERROR;
+			}
+			break;
+		case OPT_TOP_BY:
+			if (strcmp(optarg, "site") != 0 && strcmp(optarg, "function") != 0) {
+				set_err(err, errlen, "invalid --top-by '%s': expected 'site' or 'function'",
+					optarg);
+				return CLI_ERROR;
+			}
+			o->top_by_function = strcmp(optarg, "function") == 0;
 			break;
 		case ':':
 			set_err(err, errlen, "option '%s' needs a value", argv[optind - 1]);

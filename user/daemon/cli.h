@@ -20,6 +20,10 @@ struct cli_opts {
 	unsigned stack_bytes; /* --stack-bytes N (hidden, benchmarks) */
 	bool probe_floor;     /* --probe-floor (hidden, benchmarks): empty probes, no trace */
 	bool quiet;           /* -q: no status messages, only errors and the summary */
+	bool no_status;       /* --no-status: no live status line on a terminal (see status.h) */
+	bool top;             /* --top: a refreshing table of the top live sites (see status.h) */
+	double top_interval;  /* --top-interval SEC: refresh period of --top (default 1) */
+	bool top_by_function; /* --top-by function: group the table by function, not call site */
 };
 
 enum cli_result { CLI_OK = 0, CLI_EXIT_OK = 1 /* --help/--version printed */, CLI_ERROR = -1 };

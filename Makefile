@@ -132,7 +132,7 @@ clean:
 # installed, so `make test` on a ready machine does not touch apt.
 DEPS := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libcapstone-dev zlib1g-dev \
         pkg-config libclang-rt-14-dev binutils procps libiberty-dev g++ \
-        libprotobuf-c-dev protobuf-c-compiler chromium golang-go nodejs libjemalloc2
+        libprotobuf-c-dev protobuf-c-compiler chromium golang-go nodejs libjemalloc2 tmux
 deps:
 	@missing=$$(for p in $(DEPS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

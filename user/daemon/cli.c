@@ -19,12 +19,22 @@ void cli_usage(FILE *out)
 		"CAP_PERFMON and CAP_SYS_PTRACE).\n"
 		"\n"
 		"  -p, --pid PID        attach to the running process PID\n"
-		"  -o, --output FILE    trace file (default: memtrace-PID.ctf in the current directory)\n"
+		"  -p PID -p PID2 ...   several processes, each into its own trace and snapshots\n"
+		"  -o, --output FILE    trace file (default: memtrace-PID.ctf in the current directory);\n"
+		"                       %%p in FILE is replaced by the PID (needed with several -p);\n"
+		"                       'none': no continuous trace, only snapshots\n"
 		"  -r, --rate R         sampling rate per 8-byte word, 0 < R <= 1 (default 1e-5);\n"
 		"                       1 records every allocation\n"
 		"  -d, --duration SEC   stop tracing after SEC seconds (default: until the target\n"
 		"                       exits, or SIGINT/SIGTERM)\n"
 		"  -q, --quiet          no status messages (errors and the final summary only)\n"
+		"      --snapshot-dir DIR       write heap snapshots (live sampled blocks) into DIR:\n"
+		"                               memtrace-PID-SEQ.ctf and memtrace-PID-SEQ.folded, on\n"
+		"                               SIGUSR1 and when tracing ends\n"
+		"      --snapshot-interval SEC  and every SEC seconds (fractions allowed)\n"
+		"      --snapshot-keep N        keep only the newest N snapshots per PID\n"
+		"      --file-mode MODE         permissions (octal) of the trace and snapshot files,\n"
+		"                               whatever the umask (default 0600)\n"
 		"      --no-status      no live status line (shown only when stderr is a terminal)\n"
 		"      --top            show a refreshing table of the top live allocation sites\n"
 		"                       (on the terminal of stderr, else /dev/tty)\n"
@@ -65,7 +75,52 @@ static bool parse_long(const char *s, long lo, long hi, long *out)
 	return true;
 }
 
-enum { OPT_PROBE_FLOOR = 256, OPT_STACK_BYTES, OPT_NO_STATUS, OPT_TOP, OPT_TOP_INTERVAL, OPT_TOP_BY };
+/* An octal permission mode: digits 0-7 only, at most 0777. */
+static bool parse_mode(const char *s, unsigned *out)
+{
+	if (!*s || strlen(s) > 4) return false;
+	unsigned v = 0;
+	for (const char *p = s; *p; p++) {
+		if (*p < '0' || *p > '7') return false;
+		v = v * 8 + (unsigned)(*p - '0');
+	}
+	if (v > 0777) return false;
+	*out = v;
+	return true;
+}
+
+int cli_output_path(const struct cli_opts *o, pid_t pid, char *buf, size_t len)
+{
+	if (len == 0) return -1;
+	if (!o->output) {
+		int n = snprintf(buf, len, "memtrace-%d.ctf", (int)pid);
+		return n < 0 || (size_t)n >= len ? -1 : 0;
+	}
+	size_t j = 0;
+	for (const char *p = o->output; *p; p++) {
+		char num[16];
+		const char *add = num;
+		if (p[0] == '%' && p[1] == 'p') {
+			snprintf(num, sizeof num, "%d", (int)pid);
+			p++;
+		} else if (p[0] == '%' && p[1] == '%') {
+			add = "%";
+			p++;
+		} else {
+			num[0] = *p;
+			num[1] = '\0';
+		}
+		size_t k = strlen(add);
+		if (j + k >= len) return -1;
+		memcpy(buf + j, add, k);
+		j += k;
+	}
+	buf[j] = '\0';
+	return 0;
+}
+
+enum { OPT_PROBE_FLOOR = 256, OPT_STACK_BYTES, OPT_NO_STATUS, OPT_TOP, OPT_TOP_INTERVAL, OPT_TOP_BY,
+       OPT_SNAP_DIR, OPT_SNAP_INTERVAL, OPT_SNAP_KEEP, OPT_FILE_MODE };
 
 enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, size_t errlen)
 {
@@ -79,6 +134,10 @@ enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, 
 		{"version", no_argument, NULL, 'V'},
 		{"probe-floor", no_argument, NULL, OPT_PROBE_FLOOR},
 		{"stack-bytes", required_argument, NULL, OPT_STACK_BYTES},
+		{"snapshot-dir", required_argument, NULL, OPT_SNAP_DIR},
+		{"snapshot-interval", required_argument, NULL, OPT_SNAP_INTERVAL},
+		{"snapshot-keep", required_argument, NULL, OPT_SNAP_KEEP},
+		{"file-mode", required_argument, NULL, OPT_FILE_MODE},
 		{"no-status", no_argument, NULL, OPT_NO_STATUS},
 		{"top", no_argument, NULL, OPT_TOP},
 		{"top-interval", required_argument, NULL, OPT_TOP_INTERVAL},
@@ -86,8 +145,8 @@ enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, 
 		{NULL, 0, NULL, 0},
 	};
 	*o = (struct cli_opts){.rate = CLI_DEFAULT_RATE, .stack_bytes = CLI_DEFAULT_STACK_BYTES,
-			       .top_interval = 1};
-	bool have_pid = false;
+			       .top_interval = 1, .file_mode = CLI_DEFAULT_FILE_MODE};
+	bool have_pid = false, have_interval = false, have_keep = false;
 	long l;
 	int c;
 
@@ -101,7 +160,17 @@ enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, 
 				set_err(err, errlen, "invalid PID '%s': expected a positive process id", optarg);
 				return CLI_ERROR;
 			}
-			o->pid = (pid_t)l;
+			for (int i = 0; i < o->npids; i++)
+				if (o->pids[i] == (pid_t)l) {
+					set_err(err, errlen, "PID %ld is given twice", l);
+					return CLI_ERROR;
+				}
+			if (o->npids == CLI_MAX_PIDS) {
+				set_err(err, errlen, "too many -p PIDs (at most %d)", CLI_MAX_PIDS);
+				return CLI_ERROR;
+			}
+			o->pids[o->npids++] = (pid_t)l;
+			if (!have_pid) o->pid = (pid_t)l;
 			have_pid = true;
 			break;
 		case 'o':
@@ -110,6 +179,7 @@ enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, 
 				return CLI_ERROR;
 			}
 			o->output = optarg;
+			o->no_trace = strcmp(optarg, "none") == 0;
 			break;
 		case 'r':
 			if (!parse_double(optarg, &o->rate) || !(o->rate > 0) || o->rate > 1) {
@@ -155,6 +225,38 @@ enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, 
 			}
 			o->top_by_function = strcmp(optarg, "function") == 0;
 			break;
+		case OPT_SNAP_DIR:
+			if (optarg[0] == '\0') {
+				set_err(err, errlen, "invalid --snapshot-dir: empty name");
+				return CLI_ERROR;
+			}
+			o->snapshot_dir = optarg;
+			break;
+		case OPT_SNAP_INTERVAL:
+			if (!parse_double(optarg, &o->snapshot_interval) || !(o->snapshot_interval >= 0.01) ||
+			    o->snapshot_interval > 1e7) {
+				set_err(err, errlen, "invalid --snapshot-interval '%s': expected seconds, "
+					"0.01 or more (fractions allowed)", optarg);
+				return CLI_ERROR;
+			}
+			have_interval = true;
+			break;
+		case OPT_SNAP_KEEP:
+			if (!parse_long(optarg, 1, INT_MAX, &l)) {
+				set_err(err, errlen, "invalid --snapshot-keep '%s': expected a positive number "
+					"of snapshots", optarg);
+				return CLI_ERROR;
+			}
+			o->snapshot_keep = (unsigned)l;
+			have_keep = true;
+			break;
+		case OPT_FILE_MODE:
+			if (!parse_mode(optarg, &o->file_mode)) {
+				set_err(err, errlen, "invalid --file-mode '%s': expected an octal permission "
+					"mode such as 0600 or 0640 (at most 0777)", optarg);
+				return CLI_ERROR;
+			}
+			break;
 		case ':':
 			set_err(err, errlen, "option '%s' needs a value", argv[optind - 1]);
 			return CLI_ERROR;
@@ -170,6 +272,20 @@ enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, 
 	}
 	if (!have_pid && !o->cmd) {
 		set_err(err, errlen, "nothing to trace: give -p PID or -- CMD [ARGS...] (try --help)");
+		return CLI_ERROR;
+	}
+	if ((have_interval || have_keep) && !o->snapshot_dir) {
+		set_err(err, errlen, "%s needs --snapshot-dir DIR",
+			have_interval ? "--snapshot-interval" : "--snapshot-keep");
+		return CLI_ERROR;
+	}
+	if (o->no_trace && !o->snapshot_dir && !o->probe_floor) {
+		set_err(err, errlen, "-o none writes no trace: give --snapshot-dir DIR for snapshots");
+		return CLI_ERROR;
+	}
+	if (o->npids > 1 && o->output && !o->no_trace && !strstr(o->output, "%p")) {
+		set_err(err, errlen, "with several -p, each process needs its own trace: put %%p "
+			"(replaced by the PID) in the -o file name, e.g. -o trace-%%p.ctf");
 		return CLI_ERROR;
 	}
 	return CLI_OK;

@@ -11,10 +11,16 @@
 #define CLI_DEFAULT_RATE 1e-5
 #define CLI_DEFAULT_STACK_BYTES 16384u
 
+#define CLI_MAX_PIDS 64
+
 struct cli_opts {
-	pid_t pid;            /* -p PID, 0 when a command is given instead */
+	pid_t pid;            /* the first -p PID, 0 when a command is given instead */
+	pid_t pids[CLI_MAX_PIDS]; /* every -p PID (repeatable), in order, no duplicates */
+	int npids;
 	char **cmd;           /* argv after "--" (NULL-terminated), NULL with -p */
-	const char *output;   /* -o FILE; NULL = memtrace-PID.ctf in the current directory */
+	const char *output;   /* -o FILE ("%p" = the PID); NULL = memtrace-PID.ctf in the current
+	                         directory; see no_trace */
+	bool no_trace;        /* -o none: no continuous trace (snapshots only) */
 	double rate;          /* --rate: sampling probability per 8-byte word, (0, 1] */
 	double duration;      /* --duration SEC; 0 = until the target exits or a signal */
 	unsigned stack_bytes; /* --stack-bytes N (hidden, benchmarks) */
@@ -24,7 +30,17 @@ struct cli_opts {
 	bool top;             /* --top: a refreshing table of the top live sites (see status.h) */
 	double top_interval;  /* --top-interval SEC: refresh period of --top (default 1) */
 	bool top_by_function; /* --top-by function: group the table by function, not call site */
+	const char *snapshot_dir;  /* --snapshot-dir DIR, NULL = no snapshots */
+	double snapshot_interval;  /* --snapshot-interval SEC; 0 = only on SIGUSR1 and at the end */
+	unsigned snapshot_keep;    /* --snapshot-keep N; 0 = keep all */
+	unsigned file_mode;        /* --file-mode MODE: trace and snapshot files (default 0600) */
 };
+
+#define CLI_DEFAULT_FILE_MODE 0600
+
+/* The trace file of pid: o->output with every "%p" replaced by pid ("%%" is a "%"), or
+ * memtrace-PID.ctf. Returns 0, or -1 if it does not fit in len. */
+int cli_output_path(const struct cli_opts *o, pid_t pid, char *buf, size_t len);
 
 enum cli_result { CLI_OK = 0, CLI_EXIT_OK = 1 /* --help/--version printed */, CLI_ERROR = -1 };
 

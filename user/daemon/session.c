@@ -7,6 +7,7 @@
  * trie and the trace. Records keep their ring-buffer order through the queue. */
 #include "session.h"
 #include "record_queue.h"
+#include "snapshot.h"
 #include "stacks.h"
 #include "trace_out.h"
 #include "tracer.h"
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #define MAX_CODES 1024
 #define TICK_NS 1000000000ULL
@@ -34,6 +36,10 @@ struct session {
 	struct stacks *stacks;
 	struct trie *trie;
 	struct trace_out *out;
+	bool no_trace;
+	uint64_t next_id;     /* allocation ids without a trace (-o none) */
+	uint64_t wall_us0, mono_ns0, last_us; /* the trace clock without a trace */
+	struct trace_out_info info; /* for snapshots' trace info */
 	bool finished;
 	bool failed;          /* a write to the trace failed: stop handling records */
 	uint64_t last_tick_ns;
@@ -67,10 +73,28 @@ int session_locations(void *ctx, uint64_t code, const mt_location **locs)
 	return s->stacks ? stacks_locations(s->stacks, code, locs) : -1;
 }
 
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Trace time (wall-clock us) of a CLOCK_MONOTONIC timestamp: the trace's own clock, or with
+ * no trace one of ours that works the same way (never goes backwards). */
+static uint64_t time_of(struct session *s, uint64_t mono_ns)
+{
+	if (s->out) return trace_out_time_us(s->out, mono_ns);
+	uint64_t us = mono_ns > s->mono_ns0 ? s->wall_us0 + (mono_ns - s->mono_ns0) / 1000 : s->wall_us0;
+	if (us < s->last_us) us = s->last_us;
+	s->last_us = us;
+	return us;
+}
+
 static void on_alloc(void *ctx, const struct tracer_alloc *a)
 {
 	struct session *s = ctx;
-	if (s->failed || !s->out) return;
+	if (s->failed || s->floor || (!s->out && !s->no_trace)) return;
 	if (a->pid != (uint32_t)s->pid) { /* a forked child: never mix it into this trace */
 		s->other_pid++;
 		return;
@@ -88,23 +112,28 @@ static void on_alloc(void *ctx, const struct tracer_alloc *a)
 	for (int i = 0; i < n; i++) s->bt[i] = s->codes[n - 1 - i];
 	uint32_t node = trie_intern(s->trie, s->bt, (size_t)n);
 	if (node == TRIE_NONE) node = TRIE_ROOT; /* out of memory: still account the block */
-	int64_t id = trace_out_alloc(s->out, a->time_ns, a->size, a->nsamples, s->bt, (size_t)n);
+	/* the block's time for snapshots: the time the trace gives it (same clamped clock) */
+	uint64_t time_us = time_of(s, a->time_ns);
+	int64_t id = s->out ? trace_out_alloc(s->out, a->time_ns, a->size, a->nsamples, s->bt,
+					      (size_t)n)
+			    : (int64_t)s->next_id++;
 	if (id < 0) {
 		snprintf(s->error, sizeof s->error, "writing the trace failed: %s",
 			 trace_out_error(s->out));
 		s->failed = true;
 		return;
 	}
-	trie_block_alloc(s->trie, a->seq, (uint64_t)id, node, a->size, a->nsamples);
+	if (trie_block_alloc(s->trie, a->seq, (uint64_t)id, node, a->size, a->nsamples) == 0)
+		trie_block_set_time(s->trie, a->seq, time_us);
 }
 
 static void on_free(void *ctx, const struct tracer_free *f)
 {
 	struct session *s = ctx;
-	if (s->failed || !s->out) return;
+	if (s->failed || s->floor || (!s->out && !s->no_trace)) return;
 	struct trie_block b;
 	if (!trie_block_free(s->trie, f->seq, &b)) return; /* not a block of ours (or already freed) */
-	if (trace_out_collect(s->out, f->time_ns, b.id) < 0) {
+	if (s->out && trace_out_collect(s->out, f->time_ns, b.id) < 0) {
 		snprintf(s->error, sizeof s->error, "writing the trace failed: %s",
 			 trace_out_error(s->out));
 		s->failed = true;
@@ -174,7 +203,10 @@ struct session *session_open(const struct session_opts *o, char *err, size_t err
 	}
 	s->pid = o->pid;
 	s->floor = o->floor;
-	s->out_fd = o->floor ? -1 : o->out_fd;
+	s->no_trace = o->no_trace && !o->floor;
+	s->out_fd = o->floor || o->no_trace ? -1 : o->out_fd;
+	s->mono_ns0 = clock_ns(CLOCK_MONOTONIC);
+	s->wall_us0 = s->last_us = clock_ns(CLOCK_REALTIME) / 1000;
 	char e[512] = "";
 	if (!o->floor) {
 		s->trie = trie_new(o->rate);
@@ -201,16 +233,17 @@ struct session *session_open(const struct session_opts *o, char *err, size_t err
 		set_err(err, errlen, "cannot attach to PID %d: %s", (int)o->pid, e);
 		goto fail;
 	}
-	if (!o->floor) {
+	s->info = (struct trace_out_info){
+		.pid = o->pid,
+		.rate = o->rate,
+		.executable = o->executable,
+		.allocator = o->sites->allocator,
+	};
+	if (!o->floor && !o->no_trace) {
 		struct tracer_stats st;
 		tracer_get_stats(s->tracer, &st);
-		struct trace_out_info info = {
-			.pid = o->pid,
-			.rate = o->rate,
-			.executable = o->executable,
-			.allocator = o->sites->allocator,
-			.drops = total_drops(&st),
-		};
+		struct trace_out_info info = s->info;
+		info.drops = total_drops(&st);
 		s->out = trace_out_open(o->out_fd, &info, session_locations, s, e, sizeof e);
 		if (!s->out) {
 			set_err(err, errlen, "%s", e);
@@ -241,7 +274,7 @@ static void tick(struct session *s)
 	if (now - s->last_tick_ns < TICK_NS) return;
 	s->last_tick_ns = now;
 	if (s->floor) return;
-	if (!s->failed && trace_out_tick(s->out) < 0) {
+	if (!s->failed && s->out && trace_out_tick(s->out) < 0) {
 		snprintf(s->error, sizeof s->error, "writing the trace failed: %s",
 			 trace_out_error(s->out));
 		s->failed = true;
@@ -309,7 +342,8 @@ void session_get_totals(struct session *s, struct session_totals *t)
 	t->drop_stack_copy = st.drop_stack_copy;
 	t->reconciled_frees = st.reconciled_frees;
 	t->other_pid = s->other_pid;
-	t->written_allocs = s->out ? trace_out_allocs(s->out) : s->written_allocs;
+	t->written_allocs = s->out ? trace_out_allocs(s->out) : s->no_trace ? s->next_id
+							      : s->written_allocs;
 	t->written_collects = s->out ? trace_out_collects(s->out) : s->written_collects;
 	if (s->trie) {
 		t->live_blocks = trie_live_count(s->trie);
@@ -323,7 +357,7 @@ void session_get_totals(struct session *s, struct session_totals *t)
 	}
 	struct stat sb;
 	if (s->out) t->trace_bytes = trace_out_bytes(s->out);
-	else if (s->out_fd >= 0 && fstat(s->out_fd, &sb) == 0) t->trace_bytes = (uint64_t)sb.st_size;
+	else if (!s->no_trace && s->out_fd >= 0 && fstat(s->out_fd, &sb) == 0) t->trace_bytes = (uint64_t)sb.st_size;
 }
 
 void session_print_summary(struct session *s, FILE *out, const char *trace_path)
@@ -336,8 +370,10 @@ void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 	if (s->floor)
 		fprintf(out, " (probe floor: no trace written)");
 	else
-		fprintf(out, ", %llu samples written (%llu freed, %llu live) in %llu contexts",
-			(unsigned long long)t.written_allocs, (unsigned long long)t.written_collects,
+		fprintf(out, ", %llu samples %s (%llu freed, %llu live) in %llu contexts",
+			(unsigned long long)t.written_allocs, s->no_trace ? "recorded" : "written",
+			(unsigned long long)(s->no_trace ? t.written_allocs - t.live_blocks
+							 : t.written_collects),
 			(unsigned long long)t.live_blocks, (unsigned long long)t.contexts);
 	fprintf(out, "; dropped: %llu ring buffer, %llu live map full, %llu stack copy; "
 		"%llu frees reconciled",
@@ -348,9 +384,26 @@ void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 			(unsigned long long)t.unwind_truncated, (unsigned long long)t.unwind_errors);
 	if (t.other_pid) fprintf(out, "; %llu records of other processes ignored",
 				 (unsigned long long)t.other_pid);
-	if (!s->floor && trace_path)
+	if (!s->floor && !s->no_trace && trace_path)
 		fprintf(out, "; trace %s (%llu bytes)", trace_path, (unsigned long long)t.trace_bytes);
 	fputc('\n', out);
+}
+
+int session_snapshot(struct session *s, struct snapshotter *snap, char *err, size_t errlen)
+{
+	if (!s->trie) {
+		snprintf(err, errlen, "no heap to snapshot (probe floor)");
+		return -1;
+	}
+	struct tracer_stats st = s->final_stats;
+	if (s->tracer) tracer_get_stats(s->tracer, &st);
+	struct trace_out_info info = s->info;
+	info.drops = total_drops(&st);
+	char host[256], context[512];
+	mt_trace_info ti;
+	uint64_t now_us = clock_ns(CLOCK_REALTIME) / 1000;
+	trace_out_fill_info(&info, now_us, &ti, host, sizeof host, context, sizeof context);
+	return snapshot_write(snap, s->trie, &ti, session_locations, s, now_us, err, errlen);
 }
 
 const char *session_error(const struct session *s) { return s->error; }

@@ -17,7 +17,9 @@ struct session_opts {
 	unsigned stack_bytes;
 	bool floor;              /* empty probes only: no unwinding, no trace (benchmarks) */
 	bool spawned;            /* pid is a child held before its exec (-- CMD) */
-	int out_fd;              /* the trace file, open for writing (ignored with floor) */
+	int out_fd;              /* the trace file, open for writing (ignored with floor/no_trace) */
+	bool no_trace;           /* -o none: no continuous trace; the trie and unwinder still run
+	                            (for snapshots), allocation ids come from a counter */
 	const char *executable;  /* the target's executable, for the trace info */
 	const struct alloc_sites *sites;
 };
@@ -36,6 +38,7 @@ struct session_totals {
 };
 
 struct session;
+struct snapshotter;
 
 /* Loads and attaches the probes (the target may be a child held before its exec), prepares the
  * unwinder and writes the trace header. NULL with a message on error, nothing left attached. */
@@ -50,11 +53,15 @@ int session_poll(struct session *s, int timeout_ms);
 int session_finish(struct session *s);
 void session_get_totals(struct session *s, struct session_totals *out);
 const char *session_error(const struct session *s);
-/* The one-line summary. */
+/* The one-line summary; trace_path NULL = no continuous trace. */
 void session_print_summary(struct session *s, FILE *out, const char *trace_path);
 /* The location list of a code (an mt_locations_fn; ctx is the session), for the live view and
  * snapshots: -1 for a code never handed out. Session thread only. */
 int session_locations(void *session, uint64_t code, const mt_location **locs);
+/* Writes a heap snapshot of the blocks live now (see snapshot.h), with the trace info of the
+ * continuous trace (drops so far in the context). Call it from the session's thread, also
+ * after session_finish (then it shows the heap at the end). 0, or < 0 with a message. */
+int session_snapshot(struct session *s, struct snapshotter *snap, char *err, size_t errlen);
 /* The context trie (for snapshots); valid until session_close. */
 struct trie *session_trie(struct session *s);
 void session_close(struct session *s);

@@ -51,22 +51,9 @@ struct trace_out *trace_out_open(int fd, const struct trace_out_info *info,
 	o->last_us = o->wall_us0;
 	o->last_flush_mono_ns = o->mono_ns0;
 
-	char host[256] = "";
-	if (gethostname(host, sizeof host - 1) < 0) host[0] = '\0';
-	char context[512];
-	snprintf(context, sizeof context, "memtraced %s; allocator %s; drops: %llu",
-		 MEMTRACED_VERSION, info->allocator && *info->allocator ? info->allocator : "unknown",
-		 (unsigned long long)info->drops);
-	mt_trace_info ti = {
-		.sample_rate = info->rate,
-		.word_size = 64,
-		.executable_name = info->executable ? info->executable : "",
-		.host_name = host,
-		.ocaml_runtime_params = "",
-		.pid = (uint64_t)info->pid,
-		.context = context,
-		.start_time_us = o->wall_us0,
-	};
+	char host[256], context[512];
+	mt_trace_info ti;
+	trace_out_fill_info(info, o->wall_us0, &ti, host, sizeof host, context, sizeof context);
 	o->w = mt_writer_open(fd, &ti, locations, loc_ctx);
 	if (!o->w) {
 		set_err(err, errlen, "cannot write the trace header: %s", strerror(errno));
@@ -74,6 +61,26 @@ struct trace_out *trace_out_open(int fd, const struct trace_out_info *info,
 		return NULL;
 	}
 	return o;
+}
+
+void trace_out_fill_info(const struct trace_out_info *info, uint64_t start_us, mt_trace_info *ti,
+			 char *host, size_t hostlen, char *context, size_t contextlen)
+{
+	if (gethostname(host, hostlen - 1) < 0) host[0] = '\0';
+	host[hostlen - 1] = '\0';
+	snprintf(context, contextlen, "memtraced %s; allocator %s; drops: %llu",
+		 MEMTRACED_VERSION, info->allocator && *info->allocator ? info->allocator : "unknown",
+		 (unsigned long long)info->drops);
+	*ti = (mt_trace_info){
+		.sample_rate = info->rate,
+		.word_size = 64,
+		.executable_name = info->executable ? info->executable : "",
+		.host_name = host,
+		.ocaml_runtime_params = "",
+		.pid = (uint64_t)info->pid,
+		.context = context,
+		.start_time_us = start_us,
+	};
 }
 
 uint64_t trace_out_time_us(struct trace_out *o, uint64_t mono_ns)

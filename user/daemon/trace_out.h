@@ -19,6 +19,12 @@ struct trace_out_info {
 
 struct trace_out;
 
+/* The trace info of the continuous trace (and of heap snapshots) for info: executable, host,
+ * pid, rate, and a context string naming memtraced, the allocator and the drops. host and
+ * context are the caller's buffers (256 and 512 bytes are plenty); start time = start_us. */
+void trace_out_fill_info(const struct trace_out_info *info, uint64_t start_us, mt_trace_info *ti,
+			 char *host, size_t hostlen, char *context, size_t contextlen);
+
 /* Writes packet 0 to fd (not closed by us) at once. NULL with a message on error. */
 struct trace_out *trace_out_open(int fd, const struct trace_out_info *info,
 				 mt_locations_fn locations, void *loc_ctx, char *err, size_t errlen);

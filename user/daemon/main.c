@@ -9,6 +9,7 @@
 #include "allocsyms.h"
 #include "cli.h"
 #include "session.h"
+#include "status.h"
 #include "target.h"
 #include "trace_out.h"
 
@@ -74,6 +75,15 @@ int main(int argc, char **argv)
 	case CLI_OK: break;
 	}
 	if (target_check_privileges(err, sizeof err) < 0) {
+		die_msg(err);
+		return 1;
+	}
+
+	/* the live view (status line, --top): checked now, drawn once tracing runs */
+	struct status_opts vo = {.line = !o.no_status && !o.quiet, .top = o.top,
+		.top_interval = o.top_interval, .top_by_function = o.top_by_function, .keys = !o.cmd};
+	struct status_view *view = NULL;
+	if (status_open(&vo, &view, err, sizeof err) < 0) {
 		die_msg(err);
 		return 1;
 	}
@@ -164,7 +174,9 @@ int main(int argc, char **argv)
 		else if (target_gone(pid, spawn, pidfd, &wstatus)) { why = "exit"; exited = spawn; }
 		else if (o.duration > 0 && (trace_out_mono_now_ns() - start) / 1e9 >= o.duration)
 			why = "duration";
+		else if (status_update(view, s, pid)) why = "quit";
 	}
+	status_close(view); /* before any message: the summary starts on a clean line */
 	if (strcmp(why, "error") == 0) fprintf(stderr, "memtraced: error: %s\n", session_error(s));
 	if (spawn && stop_signal == SIGTERM && !exited) kill(pid, SIGTERM); /* pass it on */
 	if (!o.quiet) {
@@ -174,6 +186,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "memtraced: PID %d exited\n", (int)pid);
 		else if (strcmp(why, "duration") == 0)
 			fprintf(stderr, "memtraced: %g s elapsed, detaching\n", o.duration);
+		else if (strcmp(why, "quit") == 0)
+			fprintf(stderr, "memtraced: quit from --top, detaching\n");
 	}
 	bool trace_ok = session_finish(s) == 0 && strcmp(why, "error") != 0;
 	if (!trace_ok && strcmp(why, "error") != 0)

@@ -100,6 +100,19 @@ for b in micro_alloc probe_cost wait_probed accuracy; do
 	[ -x "$BB/$b" ] || { echo "bench: $BB/$b is missing: run make first" >&2; exit 1; }
 done
 MEMLEAK=$(command -v memleak-bpfcc || true)
+# Debian's bcc 0.26: the Python binding calls bpf_attach_uprobe() with 6 arguments, the C library
+# takes 7 (ref_ctr_offset, for USDT semaphores), so each uprobe gets a garbage ref_ctr_offset
+# and the kernel then refuses any other tool's uprobe at the same place ("ref_ctr_offset
+# mismatch" in dmesg, EINVAL), memtraced's included, and the other way round. Run memleak
+# through a shim that passes 0, as the binding means to (memleak itself is unchanged).
+MEMLEAK_SHIM='import sys, runpy, ctypes as ct
+import bcc.libbcc as L
+f = L.lib.bpf_attach_uprobe
+f.argtypes = [ct.c_int, ct.c_int, ct.c_char_p, ct.c_char_p, ct.c_ulonglong, ct.c_int, ct.c_uint32]
+L.lib.bpf_attach_uprobe = lambda *a: f(*a, 0)
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")'
+MEMLEAK_CMD=(/usr/bin/python3 -c "$MEMLEAK_SHIM" "$MEMLEAK")   # one process: $! is memleak itself
 HEAPTRACK=$(command -v heaptrack || true)
 
 # bcc compiles its BPF C at run time against kernel headers. This kernel (a Firecracker build)
@@ -125,7 +138,7 @@ memleak_setup && have_memleak=1
 # ---------------------------------------------------------------------------------------------
 # Micro: one run of the workload under one variant; prints ns_per_pair (empty on failure).
 # Variants: none heaptrack | floor floor_own uretprobe_floor memtraced memtraced_r1 memleak
-start_tracer() {   # VARIANT PID LOGFILE -> pid of the tracer on stdout
+start_tracer() {   # VARIANT PID LOGFILE: starts it in the background ($! is its pid)
 	local v=$1 pid=$2 logf=$3
 	case $v in
 	floor) "$MEMTRACED" -q --probe-floor -p "$pid" >"$logf" 2>&1 & ;;
@@ -133,14 +146,13 @@ start_tracer() {   # VARIANT PID LOGFILE -> pid of the tracer on stdout
 	uretprobe_floor) "$BB/probe_cost" -k uretprobe -p "$pid" auto >"$logf" 2>&1 & ;;
 	memtraced) "$MEMTRACED" -q -p "$pid" -o "$TMP/$v.ctf" >"$logf" 2>&1 & ;;
 	memtraced_r1) "$MEMTRACED" -q --rate 1 -p "$pid" -o "$TMP/$v.ctf" >"$logf" 2>&1 & ;;
-	memleak) "$MEMLEAK" -p "$pid" 3600 >"$logf" 2>&1 & ;;
+	memleak) "${MEMLEAK_CMD[@]}" -p "$pid" 3600 >"$logf" 2>&1 & ;;
 	*) echo "bench: unknown variant $v" >&2; return 1 ;;
 	esac
-	echo $!
 }
-micro_once() {   # VARIANT MODE
+micro_once() {   # VARIANT MODE: ns_per_pair into $TMP/val (empty on failure)
 	local v=$1 mode=$2 out=$TMP/micro.out logf=$TMP/micro-$1-$2.log
-	: >"$out"
+	: >"$out"; : >"$TMP/val"
 	case $v in
 	none) "$BB/micro_alloc" --cpu 0 --mode "$mode" --iters "$ITERS_NONE" >"$out" 2>&1 ;;
 	heaptrack) (cd "$TMP" && "$HEAPTRACK" -o "$TMP/heaptrack" "$BB/micro_alloc" --cpu 0 --mode "$mode" \
@@ -150,9 +162,17 @@ micro_once() {   # VARIANT MODE
 		local w=$!
 		STARTED+=("$w")
 		if ! wait_line "$out" '^ready' 10 "$w"; then wait "$w"; return; fi
-		local t
-		t=$(start_tracer "$v" "$w" "$logf") || return
+		start_tracer "$v" "$w" "$logf" || return
+		local t=$! try
 		STARTED+=("$t")
+		# one retry if the tracer died before attaching (another tool's probe in the way)
+		for try in 1 2; do
+			wait_line "$out" '^attached_after_ms' 90 "$t" && break
+			grep -q '^attached_after_ms' "$out" && break
+			[ "$try" = 2 ] && break
+			log "micro $v: the tracer exited before attaching, retrying: $(tail -1 "$logf")"
+			sleep 2; start_tracer "$v" "$w" "$logf" || break; t=$!; STARTED+=("$t")
+		done
 		wait "$w"
 		# memtraced ends by itself when its target exits; the others are told to stop
 		# (SIGTERM: python ignores SIGINT in a background job of a script)
@@ -162,7 +182,7 @@ micro_once() {   # VARIANT MODE
 		cp "$logf" "$TMP/last-$v-$mode.log"
 		;;
 	esac
-	sed -nE 's/^ns_per_pair=([0-9.]+)$/\1/p' "$out" | tail -1
+	sed -nE 's/^ns_per_pair=([0-9.]+)$/\1/p' "$out" | tail -1 >"$TMP/val"
 }
 
 micro_section() {
@@ -175,7 +195,7 @@ micro_section() {
 		for v in "${variants[@]}"; do : >"$TMP/m-$mode-$v"; done
 		for r in $(seq "$ROUNDS"); do
 			for v in "${variants[@]}"; do
-				val=$(micro_once "$v" "$mode")
+				micro_once "$v" "$mode"; val=$(cat "$TMP/val")
 				[ -n "$val" ] || { log "micro $mode $v round $r: failed (see below)"; tail -3 "$TMP/micro.out" "$TMP/micro-$v-$mode.log" 2>/dev/null >&2; val=x; }
 				echo "$val" >>"$TMP/m-$mode-$v"
 				log "micro mode=$mode round $r/$ROUNDS $v: $val ns/pair"
@@ -221,8 +241,9 @@ free_port() {
 	done
 	return 1
 }
-redis_once() {   # VARIANT ALLOCATOR(glibc|jemalloc) -> "SET_RPS GET_RPS DROPS" on stdout
+redis_once() {   # VARIANT ALLOCATOR(glibc|jemalloc) -> "SET_RPS GET_RPS DROPS" in $TMP/val
 	local v=$1 alloc=$2 port rpid t="" pre="" libc
+	: >"$TMP/val"
 	port=$(free_port) || { log "redis: no free port"; return; }
 	libc=$(ldd "$(command -v redis-server)" | awk '/libc.so.6/ { print $3 }')
 	libc=$(readlink -f "$libc")
@@ -238,7 +259,7 @@ redis_once() {   # VARIANT ALLOCATOR(glibc|jemalloc) -> "SET_RPS GET_RPS DROPS" 
 		wait_line "$TMP/wp.out" '^ready' 10 "$wp"
 		case $v in
 		memtraced) "$MEMTRACED" -q -p "$rpid" -o "$TMP/redis.ctf" >"$TMP/redis-$v.log" 2>&1 & ;;
-		memleak) "$MEMLEAK" -p "$rpid" 3600 >"$TMP/redis-$v.log" 2>&1 & ;;
+		memleak) "${MEMLEAK_CMD[@]}" -p "$rpid" 3600 >"$TMP/redis-$v.log" 2>&1 & ;;
 		esac
 		t=$!
 		STARTED+=("$t")
@@ -260,7 +281,7 @@ redis_once() {   # VARIANT ALLOCATOR(glibc|jemalloc) -> "SET_RPS GET_RPS DROPS" 
 	local set get
 	set=$(awk -F'"' '$2 == "SET" { print $4 }' "$TMP/rb.csv")
 	get=$(awk -F'"' '$2 == "GET" { print $4 }' "$TMP/rb.csv")
-	echo "${set:-x} ${get:-x} ${drops:-x}"
+	echo "${set:-x} ${get:-x} ${drops:-x}" >"$TMP/val"
 }
 redis_section() {
 	command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null || {
@@ -276,7 +297,7 @@ redis_section() {
 	for r in $(seq "$REDIS_ROUNDS"); do
 		for run in "${runs[@]}"; do
 			alloc=${run% *}; v=${run#* }
-			res=$(redis_once "$v" "$alloc")
+			redis_once "$v" "$alloc"; res=$(cat "$TMP/val")
 			[ -n "$res" ] || res="x x x"
 			echo "$res" >>"$TMP/r-${run/ /-}"
 			log "redis round $r/$REDIS_ROUNDS $alloc $v: SET GET rps, drops = $res"

@@ -77,6 +77,23 @@ struct {
 	__type(value, struct inflight_call);
 } inflight SEC(".maps");
 
+/* The last UNSAMPLED call of a function that may call another probed one, per thread (task
+ * local storage: created once per thread, then written in place, no map update). */
+struct unsampled_outer {
+	__u64 sp;   /* its rsp at entry (where its return address is) */
+	__u64 ret;  /* its return address */
+	__u64 ip;   /* its entry address */
+	__u32 fn;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct unsampled_outer);
+} unsampled_outer SEC(".maps");
+
 #define MAX_DRAWS 32
 
 static __always_inline struct mt_cpu_state *this_cpu_state(void)
@@ -154,27 +171,45 @@ static __always_inline bool fn_may_nest(__u32 fn)
  *    `inflight` until its return; a call at the same or a deeper rsp is nested (same rsp: a
  *    tail jump). Session returns are reliable, so the entry cannot go stale.
  * 2. Outer call UNSAMPLED: it has no return probe (that is the point), so we cannot know when
- *    it ends. Its entry is left in a per-CPU slot (global data, no map update) and a call is
- *    nested when, on the same CPU and thread, the outer's return address is still at its
- *    place on the stack and either a) same rsp, another function (a tail jump), or b) deeper,
- *    and called from within 64 KiB of the outer function's entry (from its body). A thread
- *    that migrates CPUs in between is not recognized (a rare double count at low rates). */
+ *    it ends. Its entry is left in the thread's task storage (`unsampled_outer`), and in a
+ *    per-CPU slot as a backup (task storage gets refuse to run while another program on the
+ *    CPU is inside task storage code), and a call is
+ *    nested when the outer's return address is still at its place on the stack and either
+ *    a) same rsp, another function (a tail jump), or b) deeper, and called from within 64 KiB
+ *    of the outer function's entry (from its body). A same-rsp call of the same function is a
+ *    new call from the same call site.
+ */
+/* A nested call runs in the outer call's frames: a few hundred bytes below its entry rsp. The
+ * bound keeps an entry left by a thread that died inside a sampled call (its return never
+ * came) from swallowing the calls of a later thread with the same tid on another stack. */
+#define NEST_MAX_DEPTH (64 << 10)
+
+/* Is the call at sp (of function fn) nested in the unsampled outer call `o`? */
+static __always_inline bool nested_in_unsampled(__u64 o_sp, __u64 o_ret, __u64 o_ip, __u32 o_fn,
+						__u32 fn, __u64 sp)
+{
+	if (!o_sp || sp > o_sp || o_sp - sp >= NEST_MAX_DEPTH)
+		return false;
+	__u64 outer_ret = 0, our_ret = 0;
+	if (bpf_probe_read_user(&outer_ret, sizeof(outer_ret), (void *)o_sp) || outer_ret != o_ret)
+		return false;
+	if (sp == o_sp)
+		return fn != o_fn;
+	if (bpf_probe_read_user(&our_ret, sizeof(our_ret), (void *)sp))
+		return false;
+	return our_ret - o_ip < (64 << 10) || o_ip - our_ret < (64 << 10);
+}
+
 static __always_inline bool is_nested(struct mt_cpu_state *st, __u32 tid, __u32 fn, __u64 sp)
 {
 	struct inflight_call *outer = bpf_map_lookup_elem(&inflight, &tid);
-	if (outer && sp <= outer->entry_sp)
+	if (outer && sp <= outer->entry_sp && outer->entry_sp - sp < NEST_MAX_DEPTH)
 		return true;
-	if (st->nest_tid != tid || sp > st->nest_sp)
-		return false;
-	__u64 outer_ret = 0, our_ret = 0;
-	if (bpf_probe_read_user(&outer_ret, sizeof(outer_ret), (void *)st->nest_sp) ||
-	    outer_ret != st->nest_ret)
-		return false;
-	if (sp == st->nest_sp)
-		return fn != st->nest_fn;
-	if (bpf_probe_read_user(&our_ret, sizeof(our_ret), (void *)sp))
-		return false;
-	return our_ret - st->nest_ip < (64 << 10) || st->nest_ip - our_ret < (64 << 10);
+	struct unsampled_outer *u = bpf_task_storage_get(&unsampled_outer, bpf_get_current_task_btf(), 0, 0);
+	if (u && nested_in_unsampled(u->sp, u->ret, u->ip, u->fn, fn, sp))
+		return true;
+	return st->nest_tid == tid &&
+	       nested_in_unsampled(st->nest_sp, st->nest_ret, st->nest_ip, st->nest_fn, fn, sp);
 }
 
 static __always_inline void copy_entry_regs(__u64 *r, struct pt_regs *ctx)
@@ -197,6 +232,8 @@ static __always_inline int on_alloc_entry(struct pt_regs *ctx)
 	struct mt_cpu_state *st = this_cpu_state();
 	__sync_fetch_and_add(&st->alloc_calls, 1);
 	__u64 sp = PT_REGS_SP(ctx);
+	__u64 ip = PT_REGS_IP(ctx);
+	asm volatile("" : "+r"(ip)); /* read ctx here: clang's ctx+off pointers upset the verifier */
 	if (is_nested(st, tid, fn, sp)) {
 		__sync_fetch_and_add(&st->nested_skipped, 1);
 		return 1;
@@ -244,13 +281,23 @@ static __always_inline int on_alloc_entry(struct pt_regs *ctx)
 	struct mt_live_block *old = old_ptr ? bpf_map_lookup_elem(&live, &old_ptr) : NULL;
 	if (!nsamples && !old) {
 		if (fn_may_nest(fn)) {
+			struct unsampled_outer *u = bpf_task_storage_get(
+				&unsampled_outer, bpf_get_current_task_btf(), 0,
+				BPF_LOCAL_STORAGE_GET_F_CREATE);
 			__u64 ret = 0;
-			bpf_probe_read_user(&ret, sizeof(ret), (void *)sp);
-			st->nest_tid = tid;
-			st->nest_fn = fn;
-			st->nest_sp = sp;
-			st->nest_ret = ret;
-			st->nest_ip = PT_REGS_IP(ctx);
+			if (bpf_probe_read_user(&ret, sizeof(ret), (void *)sp) == 0) {
+				if (u) {
+					u->fn = fn;
+					u->sp = sp;
+					u->ret = ret;
+					u->ip = ip;
+				}
+				st->nest_tid = tid;
+				st->nest_fn = fn;
+				st->nest_sp = sp;
+				st->nest_ret = ret;
+				st->nest_ip = ip;
+			}
 		}
 		return 1;
 	}
@@ -317,25 +364,46 @@ static __always_inline __u64 stack_room(__u64 sp)
 	return len;
 }
 
-/* Copies len (<= cap) bytes of user stack from sp into buf, falling back to smaller sizes when
- * a page is not resident. Returns the bytes copied. */
+/* Copies len (<= cap) bytes of user stack from sp into buf; when a page in that range is not
+ * resident (the kernel leaves a random gap of up to 8 KiB untouched near the top of the main
+ * stack, under the environment), copies the longest resident prefix instead: those are the
+ * frames nearest rsp, which is what unwinding needs. Non-sleepable bpf_probe_read_user is
+ * all-or-nothing (and zeroes the buffer on failure), so the prefix is found by a binary search
+ * over the page where the copy ends. Returns the bytes copied. */
+static __always_inline __u64 prefix_end(__u64 sp, __u64 len, __u64 pages)
+{
+	__u64 end = ((sp & ~4095ULL) + pages * 4096) - sp;
+	return end < len ? end : len;
+}
+
 static __always_inline __u32 copy_stack(__u8 *buf, __u64 sp, __u64 len, const __u32 cap)
 {
 	if (len > cap)
 		len = cap;
 	if (bpf_probe_read_user(buf, len, (void *)sp) == 0)
 		return len;
-	static const __u32 fallback[] = { 8192, 4096, 1024 };
-	for (int i = 0; i < 3; i++) {
-		__u64 smaller = fallback[i];
-		if (smaller >= len)
-			continue;
-		if (smaller > cap)
-			smaller = cap;
-		if (bpf_probe_read_user(buf, smaller, (void *)sp) == 0)
-			return smaller;
+	/* pages spanned by [sp, sp + len): good = 0 is known to work, bad = all of them fails */
+	__u64 good = 0, bad = ((sp + len + 4095) >> 12) - (sp >> 12);
+	bool last_ok = false;
+	for (int i = 0; i < 6 && bad - good > 1; i++) {
+		__u64 mid = (good + bad) / 2;
+		__u64 n = prefix_end(sp, len, mid);
+		if (n > cap)
+			n = cap;
+		last_ok = bpf_probe_read_user(buf, n, (void *)sp) == 0;
+		if (last_ok)
+			good = mid;
+		else
+			bad = mid;
 	}
-	return 0;
+	__u64 n = prefix_end(sp, len, good);
+	if (n > cap)
+		n = cap;
+	if (!good)
+		return 0;
+	if (!last_ok && bpf_probe_read_user(buf, n, (void *)sp))
+		return 0;
+	return n;
 }
 
 /* Reserves a record with room for `cap` stack bytes (a constant: the verifier wants constant

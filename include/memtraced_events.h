@@ -79,15 +79,14 @@ struct mt_cpu_state {
 	__u64 drop_ringbuf;    /* records lost because the ring buffer was full */
 	__u64 drop_map_full;   /* samples lost because the live or in-flight map was full */
 	__u64 drop_stack_copy; /* samples submitted without stack (copy failed even at 1 KiB) */
-	/* Nest guard for UNSAMPLED calls of functions that may call another probed function
-	 * (realloc -> malloc, posix_memalign -> malloc, reallocarray -> realloc...): see the BPF
-	 * program. */
+	/* Backup nest guard for UNSAMPLED calls of functions that may call another probed
+	 * function (realloc -> malloc...), see the BPF program. */
 	__u64 nest_sp;         /* its rsp at entry (where its return address is) */
 	__u64 nest_ret;        /* its return address */
 	__u64 nest_ip;         /* its entry address */
 	__u32 nest_tid;
 	__u32 nest_fn;
-	__u64 pad[3];
+	__u64 pad[4];
 } __attribute__((aligned(128)));
 
 #endif

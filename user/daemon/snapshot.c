@@ -86,6 +86,19 @@ static int open_dir(const char *path, char *err, size_t errlen)
 		return set_err(err, errlen, e, "cannot open snapshot directory %s: %s", path,
 			       strerror(e));
 	}
+	/* Another user who can write in DIR could plant or swap names in it: refuse a directory
+	 * owned by someone else (not root, not us) that others may write in, unless it is sticky
+	 * (like /tmp: then nobody can rename or remove our files). */
+	struct stat dst;
+	if (fstat(fd, &dst) == 0 && dst.st_uid != 0 && dst.st_uid != geteuid() &&
+	    (dst.st_mode & (S_IWGRP | S_IWOTH)) && !(dst.st_mode & S_ISVTX)) {
+		close(fd);
+		return set_err(err, errlen, EPERM,
+			       "snapshot directory %s is unsafe: owned by uid %u and writable by %s "
+			       "without the sticky bit; use a directory owned by root or by us",
+			       path, (unsigned)dst.st_uid,
+			       dst.st_mode & S_IWOTH ? "everyone" : "its group");
+	}
 	struct statvfs vfs;
 	if (fstatvfs(fd, &vfs) == 0 && (vfs.f_flag & ST_RDONLY)) {
 		close(fd);

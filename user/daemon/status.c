@@ -162,10 +162,13 @@ static const char *base_name(const char *path)
 }
 
 /* The innermost frame of code: "function file:line" (by function: "function file"). */
-static void name_site(struct status_site *s, mt_locations_fn locs, void *ctx, bool by_function)
+static void name_site(struct status_site *s, mt_locations_fn locs, void *const *ctx, int nctx,
+		      bool by_function)
 {
 	const mt_location *l = NULL;
-	int n = s->code == 0 ? -1 : locs ? locs(ctx, s->code, &l) : -1;
+	int n = -1;
+	for (int i = 0; s->code != 0 && locs && n <= 0 && i < nctx; i++)
+		if (ctx[i]) n = locs(ctx[i], s->code, &l);
 	if (s->code == 0) {
 		snprintf(s->name, sizeof s->name, "<no stack>");
 		return;
@@ -183,14 +186,14 @@ static void name_site(struct status_site *s, mt_locations_fn locs, void *ctx, bo
 		snprintf(s->name, sizeof s->name, "%s %s:%u", fn, file, inner->line);
 }
 
-long status_top_sites(const struct trie *t, mt_locations_fn locs, void *locs_ctx, bool by_function,
-		      struct status_site **out, uint64_t *total_nsamples)
+long status_top_sites(const struct trie *const *t, void *const *locs_ctx, int n, mt_locations_fn locs,
+		      bool by_function, struct status_site **out, uint64_t *total_nsamples)
 {
 	struct site_list l = {0};
 	*out = NULL;
 	*total_nsamples = 0;
-	if (!t) return 0;
-	trie_for_each_node(t, collect_node, &l);
+	for (int i = 0; i < n && !l.oom; i++)
+		if (t[i]) trie_for_each_node(t[i], collect_node, &l);
 	if (l.oom) {
 		free(l.v);
 		return -1;
@@ -198,7 +201,7 @@ long status_top_sites(const struct trie *t, mt_locations_fn locs, void *locs_ctx
 	/* contexts sharing a leaf code first (few distinct codes: names are made once per code) */
 	if (l.n > 1) qsort(l.v, l.n, sizeof *l.v, by_code);
 	l.n = merge_equal(l.v, l.n, by_code);
-	for (size_t i = 0; i < l.n; i++) name_site(&l.v[i], locs, locs_ctx, by_function);
+	for (size_t i = 0; i < l.n; i++) name_site(&l.v[i], locs, locs_ctx, n, by_function);
 	if (by_function) {
 		if (l.n > 1) qsort(l.v, l.n, sizeof *l.v, by_name);
 		l.n = merge_equal(l.v, l.n, by_name);
@@ -322,49 +325,77 @@ static int sum_live(void *ctx, uint32_t index, const struct trie_node *node)
 	return 0;
 }
 
-struct snapshot_numbers {
-	struct session_totals t;
-	uint64_t drops;
-	double live_est;    /* bytes */
-	double rate;
+/* The traced sessions, as given to status_update. */
+struct targets {
+	struct session *const *s;
+	const pid_t *pids;
+	int n;
 };
 
-static void read_numbers(struct status_view *v, struct session *s, uint64_t now,
-			 struct snapshot_numbers *n)
+struct numbers {
+	uint64_t samples, drops, live_blocks;
+	double live_est;    /* bytes */
+	double rate;
+	int nsessions;
+};
+
+static void read_numbers(struct status_view *v, const struct targets *tg, uint64_t now,
+			 struct numbers *n)
 {
-	session_get_totals(s, &n->t);
-	n->drops = n->t.drop_ringbuf + n->t.drop_map_full + n->t.drop_stack_copy;
-	const struct trie *t = session_trie(s);
+	memset(n, 0, sizeof *n);
 	uint64_t live = 0;
-	n->rate = t ? trie_rate(t) : 0;
-	if (t) trie_for_each_node(t, sum_live, &live);
+	for (int i = 0; i < tg->n; i++) {
+		if (!tg->s[i]) continue;
+		struct session_totals t;
+		session_get_totals(tg->s[i], &t);
+		n->nsessions++;
+		n->samples += t.samples;
+		n->drops += t.drop_ringbuf + t.drop_map_full + t.drop_stack_copy;
+		n->live_blocks += t.live_blocks;
+		const struct trie *trie = session_trie(tg->s[i]);
+		if (trie) {
+			n->rate = trie_rate(trie); /* one --rate for all */
+			trie_for_each_node(trie, sum_live, &live);
+		}
+	}
 	n->live_est = n->rate > 0 ? (double)live / n->rate * 8 : 0;
-	if (v->window_ns == 0) {
+	if (v->window_ns == 0 || n->samples < v->window_samples) { /* first, or a session went away */
 		v->window_ns = now;
-		v->window_samples = n->t.samples;
+		v->window_samples = n->samples;
 	} else if (now - v->window_ns >= RATE_WINDOW_NS) {
-		v->samples_per_s = (double)(n->t.samples - v->window_samples) * 1e9 / (double)(now - v->window_ns);
+		v->samples_per_s = (double)(n->samples - v->window_samples) * 1e9 / (double)(now - v->window_ns);
 		v->window_ns = now;
-		v->window_samples = n->t.samples;
+		v->window_samples = n->samples;
 	}
 }
 
-static void draw_line(struct status_view *v, struct session *s, uint64_t now)
+static struct status_view *line_view; /* the view showing a status line, for status_line_clear */
+
+static void draw_line(struct status_view *v, const struct targets *tg, uint64_t now)
 {
-	struct snapshot_numbers n;
-	read_numbers(v, s, now, &n);
+	struct numbers n;
+	read_numbers(v, tg, now, &n);
 	char live[32], text[512], out[600];
 	int rows, cols;
 	term_size(v->out_fd, &rows, &cols);
 	snprintf(text, sizeof text, "memtraced: %llu samples (%.0f/s), live ~%s in %llu blocks, %llu dropped",
-		 (unsigned long long)n.t.samples, v->samples_per_s,
-		 status_format_bytes(n.live_est, live, sizeof live), (unsigned long long)n.t.live_blocks,
+		 (unsigned long long)n.samples, v->samples_per_s,
+		 status_format_bytes(n.live_est, live, sizeof live), (unsigned long long)n.live_blocks,
 		 (unsigned long long)n.drops);
 	/* never wrap: a wrapped line cannot be redrawn in place with \r */
 	if (cols > 1 && strlen(text) >= (size_t)cols) text[cols - 1] = '\0';
 	int len = snprintf(out, sizeof out, "\r%s\033[K", text);
 	write_all(v->out_fd, out, (size_t)len);
 	v->line_shown = true;
+	line_view = v;
+}
+
+void status_line_clear(void)
+{
+	struct status_view *v = line_view;
+	if (!v || !v->line_shown) return;
+	write_str(v->out_fd, "\r\033[K");
+	v->line_shown = false;
 }
 
 /* Appends one screen line, cut to cols, cleared to its end. */
@@ -383,44 +414,70 @@ static void frame_line(char *frame, size_t *len, int cols, bool last, const char
 	if (w > 0) *len += (size_t)w < room ? (size_t)w : room - 1;
 }
 
-static void read_comm(struct status_view *v, pid_t pid)
+static void read_comm(pid_t pid, char *comm, size_t len)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
 	FILE *f = fopen(path, "re");
 	if (f) {
-		if (fgets(v->comm, sizeof v->comm, f)) v->comm[strcspn(v->comm, "\n")] = '\0';
+		if (fgets(comm, (int)len, f)) comm[strcspn(comm, "\n")] = '\0';
 		fclose(f);
 	}
 }
 
-static void draw_top(struct status_view *v, struct session *s, pid_t pid, uint64_t now)
+/* "PID 123 (name)" for one process, "PIDs 123 456 ..." for several. */
+static void describe_targets(struct status_view *v, const struct targets *tg, char *buf, size_t len)
+{
+	int first = -1, count = 0;
+	for (int i = 0; i < tg->n; i++)
+		if (tg->s[i]) {
+			if (first < 0) first = i;
+			count++;
+		}
+	if (count == 0) {
+		snprintf(buf, len, "no process");
+		return;
+	}
+	if (count == 1) {
+		if (!v->comm[0]) read_comm(tg->pids[first], v->comm, sizeof v->comm);
+		snprintf(buf, len, "PID %d (%s)", (int)tg->pids[first], v->comm[0] ? v->comm : "?");
+		return;
+	}
+	size_t off = (size_t)snprintf(buf, len, "PIDs");
+	for (int i = 0; i < tg->n && off < len; i++)
+		if (tg->s[i]) off += (size_t)snprintf(buf + off, len - off, " %d", (int)tg->pids[i]);
+}
+
+static void draw_top(struct status_view *v, const struct targets *tg, uint64_t now)
 {
 	if (!v->fullscreen) enter_fullscreen(v);
-	if (!v->comm[0]) read_comm(v, pid);
-	struct snapshot_numbers n;
-	read_numbers(v, s, now, &n);
+	struct numbers n;
+	read_numbers(v, tg, now, &n);
 	int rows, cols;
 	term_size(v->out_fd, &rows, &cols);
+	const struct trie *tries[tg->n > 0 ? tg->n : 1];
+	void *ctxs[tg->n > 0 ? tg->n : 1];
+	for (int i = 0; i < tg->n; i++) {
+		tries[i] = tg->s[i] ? session_trie(tg->s[i]) : NULL;
+		ctxs[i] = tg->s[i];
+	}
 	struct status_site *sites = NULL;
 	uint64_t total = 0;
-	long nsites = status_top_sites(session_trie(s), session_locations, s, v->o.top_by_function,
+	long nsites = status_top_sites(tries, ctxs, tg->n, session_locations, v->o.top_by_function,
 				       &sites, &total);
-	char live[32], elapsed[32];
+	char live[32], elapsed[32], who[256];
 	double secs = (double)(now - v->start_ns) / 1e9;
 	snprintf(elapsed, sizeof elapsed, "%d:%02d:%02d", (int)(secs / 3600), (int)(secs / 60) % 60,
 		 (int)secs % 60);
+	describe_targets(v, tg, who, sizeof who);
 
-	size_t len = 0;
-	v->frame[0] = '\0';
-	len += (size_t)snprintf(v->frame, FRAME_MAX, "\033[H");
+	size_t len = (size_t)snprintf(v->frame, FRAME_MAX, "\033[H");
 	frame_line(v->frame, &len, cols, false,
-		   "memtraced --top  PID %d (%s)  elapsed %s  samples %llu (%.0f/s)  drops %llu",
-		   (int)pid, v->comm[0] ? v->comm : "?", elapsed, (unsigned long long)n.t.samples,
-		   v->samples_per_s, (unsigned long long)n.drops);
+		   "memtraced --top  %s  elapsed %s  samples %llu (%.0f/s)  drops %llu", who, elapsed,
+		   (unsigned long long)n.samples, v->samples_per_s, (unsigned long long)n.drops);
 	frame_line(v->frame, &len, cols, false,
 		   "live ~%s in %llu sampled blocks, %ld %s, rate %g%s",
-		   status_format_bytes(n.live_est, live, sizeof live), (unsigned long long)n.t.live_blocks,
+		   status_format_bytes(n.live_est, live, sizeof live), (unsigned long long)n.live_blocks,
 		   nsites < 0 ? 0 : nsites, v->o.top_by_function ? "functions" : "sites", n.rate,
 		   v->key_fd >= 0 ? "   (q quit, f site/function)" : "");
 	frame_line(v->frame, &len, cols, false, "%s", "");
@@ -448,9 +505,10 @@ static void draw_top(struct status_view *v, struct session *s, pid_t pid, uint64
 	write_all(v->out_fd, v->frame, len);
 }
 
-int status_update(struct status_view *v, struct session *s, pid_t pid)
+int status_update(struct status_view *v, struct session *const *sessions, const pid_t *pids, int n)
 {
-	if (!v || !s) return 0;
+	if (!v || !sessions || n <= 0) return 0;
+	struct targets tg = {.s = sessions, .pids = pids, .n = n};
 	uint64_t now = now_ns();
 	if (!v->drawn_once) v->start_ns = now;
 	bool due = !v->drawn_once;
@@ -461,14 +519,14 @@ int status_update(struct status_view *v, struct session *s, pid_t pid)
 			due = true;
 		}
 		if (now - v->last_draw_ns >= (uint64_t)(v->o.top_interval * 1e9)) due = true;
-	} else if (now - v->last_draw_ns >= LINE_PERIOD_NS) {
-		due = true;
+	} else if (now - v->last_draw_ns >= LINE_PERIOD_NS || !v->line_shown) {
+		due = true; /* also at once after a status_line_clear */
 	}
 	if (!due) return 0;
 	v->drawn_once = true;
 	v->last_draw_ns = now;
-	if (v->o.top) draw_top(v, s, pid, now);
-	else draw_line(v, s, now);
+	if (v->o.top) draw_top(v, &tg, now);
+	else draw_line(v, &tg, now);
 	return 0;
 }
 
@@ -476,6 +534,7 @@ void status_close(struct status_view *v)
 {
 	if (!v) return;
 	if (v->line_shown) write_str(v->out_fd, "\r\033[K"); /* the summary starts on a clean line */
+	if (line_view == v) line_view = NULL;
 	restore_terminal(v);
 	if (v->o.top) signal(SIGWINCH, SIG_DFL);
 	if (v->key_fd >= 0) close(v->key_fd);

@@ -39,9 +39,14 @@ struct status_view;
  * visible). Returns 0 and *out (NULL when there is nothing to show), or -1 with a message in
  * err (--top without any terminal). */
 int status_open(const struct status_opts *o, struct status_view **out, char *err, size_t errlen);
-/* Redraws when due; call it after each session_poll. Returns 1 when the user asked to quit
- * ('q' in --top), else 0. v may be NULL. */
-int status_update(struct status_view *v, struct session *s, pid_t pid);
+/* Redraws when due; call it from the main loop (after the session polls) with the sessions
+ * traced (n of them, NULL entries are skipped: finished ones) and their pids. Numbers are
+ * summed over the sessions; --top merges their sites (location codes are stable across
+ * processes). Returns 1 when the user asked to quit ('q' in --top), else 0. v may be NULL. */
+int status_update(struct status_view *v, struct session *const *sessions, const pid_t *pids, int n);
+/* Erases the status line if one is shown (the next status_update draws it again): call it
+ * before printing a message while tracing. No-op without a status line. */
+void status_line_clear(void);
 /* Erases the status line / leaves the full screen and restores the terminal. v may be NULL. */
 void status_close(struct status_view *v);
 
@@ -52,12 +57,13 @@ struct status_site {
 	uint64_t live_blocks;    /* sampled blocks live */
 	char name[200];          /* "function file:line" (by site) or "function file" */
 };
-/* The live sites of t, largest first: groups the live counters of every context by its leaf
- * code (by_function: by the innermost function of that code). locs (may be NULL) names codes.
- * Returns the number of sites and a malloc'd array in *out (free it), or -1 if out of memory.
- * *total_nsamples gets the sum over all sites. */
-long status_top_sites(const struct trie *t, mt_locations_fn locs, void *locs_ctx, bool by_function,
-		      struct status_site **out, uint64_t *total_nsamples);
+/* The live sites of the tries t[0..n) (NULL entries skipped), largest first: groups the live
+ * counters of every context by its leaf code (by_function: by the innermost function of that
+ * code). locs (may be NULL) names codes, asked with locs_ctx[i] for i = 0.. until one knows the
+ * code. Returns the number of sites and a malloc'd array in *out (free it), or -1 if out of
+ * memory. *total_nsamples gets the sum over all sites. */
+long status_top_sites(const struct trie *const *t, void *const *locs_ctx, int n, mt_locations_fn locs,
+		      bool by_function, struct status_site **out, uint64_t *total_nsamples);
 /* Human-readable bytes ("512 B", "1.5 KiB", "12.3 MiB", ...) into buf. */
 const char *status_format_bytes(double bytes, char *buf, size_t len);
 

@@ -26,6 +26,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 #include "memtraced_events.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -191,7 +192,15 @@ static __always_inline bool nested_in_unsampled(__u64 o_sp, __u64 o_ret, __u64 o
 	if (!o_sp || sp > o_sp || o_sp - sp >= NEST_MAX_DEPTH)
 		return false;
 	__u64 outer_ret = 0, our_ret = 0;
-	if (bpf_probe_read_user(&outer_ret, sizeof(outer_ret), (void *)o_sp) || outer_ret != o_ret)
+	if (bpf_probe_read_user(&outer_ret, sizeof(outer_ret), (void *)o_sp))
+		return false;
+	/* The return address may have been replaced by the uretprobe trampoline: the kernel sets
+	 * a return probe on our unsampled call when ANOTHER session link (another tracer of
+	 * another process) is attached at the same place, because a link's pid filter answers
+	 * "want the return" for foreign tasks. The trampoline is the first slot of the mm's
+	 * uprobes XOL area. */
+	if (outer_ret != o_ret &&
+	    outer_ret != BPF_CORE_READ(bpf_get_current_task_btf(), mm, uprobes_state.xol_area, vaddr))
 		return false;
 	if (sp == o_sp)
 		return fn != o_fn;

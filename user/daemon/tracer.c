@@ -283,6 +283,11 @@ fail:
 	return NULL;
 }
 
+int tracer_live_map_fd(struct tracer *t)
+{
+	return bpf_map__fd(t->skel->maps.live);
+}
+
 void tracer_get_stats(struct tracer *t, struct tracer_stats *out)
 {
 	memset(out, 0, sizeof(*out));

@@ -31,6 +31,9 @@ struct tracer {
 	uint64_t bad_records;
 };
 
+/* The BPF live map's fd (white-box tests). */
+int tracer_live_map_fd(struct tracer *t);
+
 /* libbpf ring_buffer sample callback (ctx: struct tracer). */
 int intake_record(void *ctx, void *data, size_t len);
 #endif

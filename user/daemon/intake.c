@@ -12,11 +12,22 @@
 #include "memtraced.skel.h"
 #include "tracer_internal.h"
 
+static void count(uint64_t *counter, uint64_t n)
+{
+	__atomic_fetch_add(counter, n, __ATOMIC_RELAXED);
+}
+
+static void update_live_count(struct tracer *t)
+{
+	__atomic_store_n(&t->live_count, (uint64_t)t->visible.count, __ATOMIC_RELAXED);
+}
+
 static void deliver_alloc(struct tracer *t, const struct mt_alloc_record *r)
 {
 	/* Remember it before the callback: a FREE for it may be the next record. */
 	if (seq_table_put(&t->visible, r->seq, r->addr, t->epoch))
-		t->bad_records++; /* out of memory: the block can never be reported freed */
+		count(&t->bad_records, 1); /* out of memory: the block can never be reported freed */
+	update_live_count(t);
 	if (!t->cb || !t->cb->alloc)
 		return;
 	struct tracer_alloc a = {
@@ -35,6 +46,7 @@ static void deliver_free(struct tracer *t, uint64_t seq, uint64_t addr, uint64_t
 	 * allocation whose record was lost, is dropped here. */
 	if (!seq_table_remove(&t->visible, seq, NULL))
 		return;
+	update_live_count(t);
 	if (!t->cb || !t->cb->free)
 		return;
 	struct tracer_free f = { .seq = seq, .addr = addr, .time_ns = time_ns, .pid = pid, .tid = tid };
@@ -46,7 +58,7 @@ int intake_record(void *ctx, void *data, size_t len)
 	struct tracer *t = ctx;
 	uint32_t type;
 	if (len < sizeof(type)) {
-		t->bad_records++;
+		count(&t->bad_records, 1);
 		return 0;
 	}
 	memcpy(&type, data, sizeof(type));
@@ -54,19 +66,19 @@ int intake_record(void *ctx, void *data, size_t len)
 		const struct mt_alloc_record *r = data;
 		if (len < sizeof(*r) || r->stack_len > r->stack_reserved ||
 		    r->stack_reserved > len - sizeof(*r) || !r->seq || r->fn >= AF_COUNT) {
-			t->bad_records++;
+			count(&t->bad_records, 1);
 			return 0;
 		}
 		deliver_alloc(t, r);
 	} else if (type == MT_REC_FREE) {
 		const struct mt_free_record *r = data;
 		if (len < sizeof(*r)) {
-			t->bad_records++;
+			count(&t->bad_records, 1);
 			return 0;
 		}
 		deliver_free(t, r->seq, r->addr, r->time_ns, r->pid, r->tid);
 	} else {
-		t->bad_records++;
+		count(&t->bad_records, 1);
 	}
 	return 0;
 }
@@ -192,6 +204,6 @@ int tracer_reconcile(struct tracer *t, const struct tracer_callbacks *cb, void *
 	for (size_t i = 0; i < nmissing; i++)
 		deliver_free(t, missing[i].seq, missing[i].addr, now_ns, (uint32_t)t->pid, 0);
 	free(missing);
-	t->reconciled_frees += nmissing;
+	count(&t->reconciled_frees, nmissing);
 	return (int)nmissing;
 }

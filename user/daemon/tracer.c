@@ -303,9 +303,9 @@ void tracer_get_stats(struct tracer *t, struct tracer_stats *out)
 		out->drop_map_full += c->drop_map_full;
 		out->drop_stack_copy += c->drop_stack_copy;
 	}
-	out->reconciled_frees = t->reconciled_frees;
-	out->bad_records = t->bad_records;
-	out->live_reported = t->visible.count;
+	out->reconciled_frees = __atomic_load_n(&t->reconciled_frees, __ATOMIC_RELAXED);
+	out->bad_records = __atomic_load_n(&t->bad_records, __ATOMIC_RELAXED);
+	out->live_reported = __atomic_load_n(&t->live_count, __ATOMIC_RELAXED);
 }
 
 void tracer_close(struct tracer *t)

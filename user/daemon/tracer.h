@@ -3,7 +3,8 @@
  *
  * Usage: tracer_open() (load + attach), then tracer_poll() in a loop (each call sleeps up to
  * timeout_ms, then delivers every record that arrived), tracer_reconcile() now and then and at
- * the end, tracer_close(). Not thread-safe: one thread drives a tracer.
+ * the end, tracer_close(). One thread drives a tracer (poll, reconcile); tracer_get_stats may
+ * be called from another thread meanwhile.
  *
  * What is delivered:
  * - alloc: successful sampled allocations only (a NULL result, a failed posix_memalign, a

@@ -27,8 +27,10 @@ struct tracer {
 	void *cb_ctx;
 	struct seq_table visible;                  /* seqs reported allocated and not freed */
 	uint64_t epoch;                            /* reconcile epoch */
+	/* read by tracer_get_stats, possibly from another thread: atomic (relaxed) */
 	uint64_t reconciled_frees;
 	uint64_t bad_records;
+	uint64_t live_count;                       /* visible.count */
 };
 
 /* The BPF live map's fd (white-box tests). */

@@ -49,6 +49,8 @@ HAVE_DAEMON := $(wildcard user/daemon/main.c)
 MEMTRACED   := $(if $(HAVE_DAEMON),$(BUILD)/bin/memtraced)
 
 .PHONY: all test fuzz bench demo deps install clean
+# Keep intermediate files (BPF objects, skeletons, objects): no rebuild on every make.
+.SECONDARY:
 all: $(BUILD)/libmemtrace.a $(TOOLS) $(MEMTRACED) $(UNITS) $(TARGETS)
 
 $(BUILD)/obj/%.o: %.c $(SKELS) $(wildcard include/*.h user/format/*.h user/daemon/*.h)

@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "session.h"
 #include "snapshot.h"
+#include "status.h"
 #include "target.h"
 #include "trace_out.h"
 
@@ -115,6 +116,7 @@ static void take_snapshot(struct target *t, bool say_it)
 	if (!t->snap || !t->s) return;
 	char err[512] = "";
 	uint64_t seq = snapshot_next_seq(t->snap);
+	status_line_clear(); /* a message while tracing: not behind the status line */
 	if (session_snapshot(t->s, t->snap, err, sizeof err) < 0)
 		fprintf(stderr, "memtraced: PID %d: snapshot failed (tracing goes on): %s\n", (int)t->pid,
 			err);
@@ -148,6 +150,7 @@ static void finish_target(struct target *t, const char *why, const struct cli_op
 {
 	if (!t->active) return;
 	t->active = false;
+	status_line_clear();
 	bool error = strcmp(why, "error") == 0;
 	if (error) fprintf(stderr, "memtraced: error: PID %d: %s\n", (int)t->pid, session_error(t->s));
 	if (!o->quiet) {
@@ -159,6 +162,8 @@ static void finish_target(struct target *t, const char *why, const struct cli_op
 		else if (strcmp(why, "duration") == 0)
 			fprintf(stderr, "memtraced: %g s elapsed, detaching from PID %d\n", o->duration,
 				(int)t->pid);
+		else if (strcmp(why, "quit") == 0)
+			fprintf(stderr, "memtraced: quit from --top, detaching from PID %d\n", (int)t->pid);
 	}
 	t->ok = session_finish(t->s) == 0 && !error;
 	if (!t->ok && !error) fprintf(stderr, "memtraced: error: %s\n", session_error(t->s));
@@ -208,6 +213,14 @@ int main(int argc, char **argv)
 	case CLI_OK: break;
 	}
 	if (target_check_privileges(err, sizeof err) < 0) {
+		die_msg(err);
+		return 1;
+	}
+	/* the live view (status line, --top): checked now, drawn once tracing runs */
+	struct status_opts vo = {.line = !o.no_status && !o.quiet, .top = o.top,
+		.top_interval = o.top_interval, .top_by_function = o.top_by_function, .keys = !o.cmd};
+	struct status_view *view = NULL;
+	if (status_open(&vo, &view, err, sizeof err) < 0) {
 		die_msg(err);
 		return 1;
 	}
@@ -321,6 +334,10 @@ int main(int argc, char **argv)
 				exited = spawn;
 			}
 			if (why) {
+				if (nactive == 1) { /* the last one: its summary goes after the live view */
+					status_close(view);
+					view = NULL;
+				}
 				finish_target(t, why, &o);
 				nactive--;
 			}
@@ -329,7 +346,18 @@ int main(int argc, char **argv)
 		if (stop_signal) why_all = "signal";
 		else if (o.duration > 0 && (trace_out_mono_now_ns() - start) / 1e9 >= o.duration)
 			why_all = "duration";
+		else {
+			struct session *live_s[ntargets];
+			pid_t live_pids[ntargets];
+			for (int i = 0; i < ntargets; i++) {
+				live_s[i] = targets[i].active ? targets[i].s : NULL;
+				live_pids[i] = targets[i].pid;
+			}
+			if (status_update(view, live_s, live_pids, ntargets)) why_all = "quit";
+		}
 		if (why_all) {
+			status_close(view); /* before the summaries */
+			view = NULL;
 			for (int i = 0; i < ntargets; i++) finish_target(&targets[i], why_all, &o);
 			break;
 		}

@@ -289,6 +289,11 @@ static void enter_fullscreen(struct status_view *v)
 		atexit(restore_at_exit);
 		atexit_done = true;
 	}
+	/* only in the foreground: tcsetattr from a background job would stop us (SIGTTOU) */
+	if (v->key_fd >= 0 && tcgetpgrp(v->key_fd) != getpgrp()) {
+		close(v->key_fd);
+		v->key_fd = -1;
+	}
 	if (v->key_fd >= 0 && tcgetattr(v->key_fd, &v->saved) == 0) {
 		struct termios raw = v->saved;
 		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO); /* ISIG stays: Ctrl-C still stops us */

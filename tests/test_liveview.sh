@@ -14,7 +14,7 @@ trap 'tmux -L "$SOCK" kill-server >/dev/null 2>&1; [ -n "${DEMO_PID:-}" ] && kil
 
 ALL="status_line_shown status_line_refreshes status_summary_clean status_line_in_place status_exit_status
      no_status_option no_status_stderr_file top_shows_leak top_refreshes top_by_function
-     top_resize top_quit_restores top_sigint_restores top_needs_terminal"
+     top_resize top_quit_restores top_sigint_restores top_needs_terminal no_sanitizer_reports"
 skip_all() { for n in $ALL; do skip "$n" "$1"; done; exit 0; }
 command -v tmux >/dev/null || skip_all "tmux is not installed (make deps)"
 bpf_ready || skip_all "needs root and BTF"
@@ -24,6 +24,7 @@ tm() { tmux -L "$SOCK" "$@"; }
 # A fresh pane (200x50) running a plain shell, its raw output logged to $TMP/raw.
 pane_start() {
 	tm kill-server >/dev/null 2>&1
+	[ -f "$TMP/raw" ] && cat "$TMP/raw" >>"$TMP/raw.all"
 	: >"$TMP/raw"
 	tm new-session -d -s $S -x "${1:-200}" -y "${2:-50}" "env PS1='$ ' TERM=xterm bash --norc --noprofile" || return 1
 	tm pipe-pane -t $S "cat >>'$TMP/raw'"
@@ -181,7 +182,7 @@ if wait_screen 'LIVE EST' 30; then
 	sleep 0.5
 	tm send-keys -t $S C-c
 	if wait_screen 'MODE:-?icanon' 30 && screen | grep -q 'MODE:icanon' && ! screen | grep -q 'LIVE EST' &&
-	   screen | grep -q 'Interrupt received'; then
+	   screen | grep -q 'Interrupt received' && screen | grep -q '__END__0'; then
 		pass top_sigint_restores
 	else
 		fail top_sigint_restores "screen: $(screen | grep -v '^$' | tail -n 5 | tr '\n' '|')"
@@ -203,3 +204,8 @@ if [ $rc -eq 1 ] && grep -q 'needs a terminal' "$TMP/err" && [ ! -e "$TMP/f.ctf"
 else
 	fail top_needs_terminal "rc $rc, stderr: $(head -c 300 "$TMP/err")"
 fi
+
+# everything memtraced wrote on the terminals (SANITIZE=1 builds report there)
+cat "$TMP/raw" "$TMP/err" >>"$TMP/raw.all" 2>/dev/null
+if ! grep -aEq 'Sanitizer|runtime error' "$TMP/raw.all"; then pass no_sanitizer_reports
+else fail no_sanitizer_reports "$(grep -aE -m 3 'Sanitizer|runtime error' "$TMP/raw.all" | tr '\n' '|')"; fi

@@ -16,6 +16,16 @@ ALL="status_line_shown status_line_refreshes status_summary_clean status_line_in
      no_status_option no_status_stderr_file top_shows_leak top_refreshes top_by_function
      top_resize top_quit_restores top_sigint_restores top_needs_terminal no_sanitizer_reports"
 skip_all() { for n in $ALL; do skip "$n" "$1"; done; exit 0; }
+
+# option values are checked before anything else (no root, no terminal needed)
+[ -x "$MT" ] || { ALL="$ALL top_interval_checked top_by_checked"; skip_all "build first: $MT"; }
+out=$("$MT" --top-interval 0 -p 1 2>&1); rc=$?
+if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "invalid --top-interval '0'"; then pass top_interval_checked
+else fail top_interval_checked "rc $rc: $out"; fi
+out=$("$MT" --top-by lines -p 1 2>&1); rc=$?
+if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "invalid --top-by 'lines'.*'site' or 'function'"; then pass top_by_checked
+else fail top_by_checked "rc $rc: $out"; fi
+
 command -v tmux >/dev/null || skip_all "tmux is not installed (make deps)"
 bpf_ready || skip_all "needs root and BTF"
 [ -x "$MT" ] && [ -x "$DEMO" ] || skip_all "build first: $MT, $DEMO"

@@ -78,14 +78,16 @@ struct {
 	__type(value, struct inflight_call);
 } inflight SEC(".maps");
 
-/* The last UNSAMPLED call of a function that may call another probed one, per thread (task
- * local storage: created once per thread, then written in place, no map update). */
+/* Per thread (task local storage: created once per thread, then written in place, no map
+ * update): the last UNSAMPLED call of a function that may call another probed one, and where
+ * the resident part of the thread's stack ends. */
 struct unsampled_outer {
 	__u64 sp;   /* its rsp at entry (where its return address is) */
 	__u64 ret;  /* its return address */
 	__u64 ip;   /* its entry address */
 	__u32 fn;
 	__u32 pad;
+	__u64 stack_limit; /* a copy up to here worked where the whole VMA did not (0: unknown) */
 };
 
 struct {
@@ -416,14 +418,15 @@ static __always_inline __u32 copy_stack(__u8 *buf, __u64 sp, __u64 len, const __
 }
 
 /* Reserves a record with room for `cap` stack bytes (a constant: the verifier wants constant
- * reservations), fills and submits it. Returns false when the ring buffer is full. */
-static __always_inline bool write_alloc_record(struct pt_regs *ctx, struct mt_cpu_state *st,
+ * reservations), fills and submits it. Returns the stack bytes copied, or -1 when the ring
+ * buffer is full. */
+static __always_inline long write_alloc_record(struct pt_regs *ctx, struct mt_cpu_state *st,
 					       __u64 id, struct inflight_call *call, __u64 addr,
 					       __u64 seq, __u64 len, const __u32 cap)
 {
 	struct mt_alloc_record *r = bpf_ringbuf_reserve(&events, sizeof(*r) + cap, 0);
 	if (!r)
-		return false;
+		return -1;
 	r->type = MT_REC_ALLOC;
 	r->fn = call->fn;
 	r->pid = id >> 32;
@@ -444,8 +447,9 @@ static __always_inline bool write_alloc_record(struct pt_regs *ctx, struct mt_cp
 	} else {
 		__sync_fetch_and_add(&st->drop_stack_copy, 1);
 	}
+	long copied = r->stack_len;
 	submit(r);
-	return true;
+	return copied;
 }
 
 static __always_inline void emit_alloc(struct pt_regs *ctx, struct mt_cpu_state *st, __u64 id,
@@ -462,28 +466,39 @@ static __always_inline void emit_alloc(struct pt_regs *ctx, struct mt_cpu_state 
 	/* The record is sized to the stack there is (a power of two >= 1 KiB), not to
 	 * stack_bytes: a shallow stack with its environment is often 1-4 KiB, and a small ring
 	 * buffer then holds several times more records. */
-	__u64 len = stack_room(call->entry_sp);
-	bool ok;
+	__u64 sp = call->entry_sp;
+	__u64 len = stack_room(sp);
+	/* A thread's stack often has a never-touched page near its top (the kernel's random gap
+	 * under the environment): start from the limit found last time instead of faulting on it
+	 * again (each failed read is a trap). */
+	struct unsampled_outer *ts = bpf_task_storage_get(&unsampled_outer, bpf_get_current_task_btf(),
+							  0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	__u64 limit = ts ? ts->stack_limit : 0;
+	if (limit > sp && limit - sp < len)
+		len = limit - sp;
+	long copied;
 	if (len <= 1024)
-		ok = write_alloc_record(ctx, st, id, call, addr, seq, len, 1024);
+		copied = write_alloc_record(ctx, st, id, call, addr, seq, len, 1024);
 	else if (len <= 2048)
-		ok = write_alloc_record(ctx, st, id, call, addr, seq, len, 2048);
+		copied = write_alloc_record(ctx, st, id, call, addr, seq, len, 2048);
 	else if (len <= 4096)
-		ok = write_alloc_record(ctx, st, id, call, addr, seq, len, 4096);
+		copied = write_alloc_record(ctx, st, id, call, addr, seq, len, 4096);
 	else if (len <= 8192)
-		ok = write_alloc_record(ctx, st, id, call, addr, seq, len, 8192);
+		copied = write_alloc_record(ctx, st, id, call, addr, seq, len, 8192);
 	else if (len <= 16384)
-		ok = write_alloc_record(ctx, st, id, call, addr, seq, len, 16384);
+		copied = write_alloc_record(ctx, st, id, call, addr, seq, len, 16384);
 	else if (len <= 32768)
-		ok = write_alloc_record(ctx, st, id, call, addr, seq, len, 32768);
+		copied = write_alloc_record(ctx, st, id, call, addr, seq, len, 32768);
 	else
-		ok = write_alloc_record(ctx, st, id, call, addr, seq, len, MT_STACK_BYTES_MAX);
-	if (!ok) {
+		copied = write_alloc_record(ctx, st, id, call, addr, seq, len, MT_STACK_BYTES_MAX);
+	if (copied < 0) {
 		__sync_fetch_and_add(&st->drop_ringbuf, 1);
 		bpf_map_delete_elem(&live, &addr);
 		return;
 	}
 	__sync_fetch_and_add(&st->samples, 1);
+	if (ts && copied > 0 && (__u64)copied < len)
+		ts->stack_limit = sp + copied;
 }
 
 /* Return of a call whose entry kept a return probe. match_call: fallback mode, where every

@@ -2,9 +2,9 @@
 /* memtraced's BPF side: uprobes on the target's allocator.
  *
  * Cost model (docs/kernel-facts.md): the trap is the cost, so an UNSAMPLED call does as little
- * as possible: tgid check, a per-CPU counter, a nesting check, the byte countdown, and the
- * entry program returns 1 so the session uprobe sets no return probe. No map update, no
- * ring-buffer record.
+ * as possible: tgid check, a per-CPU counter, a nesting check (two lookups), the byte
+ * countdown, and the entry program returns 1 so the session uprobe sets no return probe. No
+ * map update, no ring-buffer record. (realloc & co. also note themselves in task storage.)
  *
  * A SAMPLED call (or a realloc of a sampled live block) stores its entry state in the
  * `inflight` map (key: tid) and keeps its return probe. At the return, a successful allocation
@@ -172,15 +172,17 @@ static __always_inline bool fn_may_nest(__u32 fn)
  *
  * 1. Outer call with a return probe (sampled, or realloc of a live block): its entry is in
  *    `inflight` until its return; a call at the same or a deeper rsp is nested (same rsp: a
- *    tail jump). Session returns are reliable, so the entry cannot go stale.
+ *    tail jump). Session returns are reliable; the depth bound below covers a thread that
+ *    died inside the call.
  * 2. Outer call UNSAMPLED: it has no return probe (that is the point), so we cannot know when
  *    it ends. Its entry is left in the thread's task storage (`unsampled_outer`), and in a
  *    per-CPU slot as a backup (task storage gets refuse to run while another program on the
- *    CPU is inside task storage code), and a call is
- *    nested when the outer's return address is still at its place on the stack and either
- *    a) same rsp, another function (a tail jump), or b) deeper, and called from within 64 KiB
- *    of the outer function's entry (from its body). A same-rsp call of the same function is a
- *    new call from the same call site.
+ *    CPU is inside task storage code). A call is nested when the outer's return address is
+ *    still in its slot on the stack and either a) same rsp, another function (a tail jump), or
+ *    b) deeper, and called from within 64 KiB of the outer function's entry (from its body).
+ *    A same-rsp call of the same function is a new call from the same call site; a call from
+ *    the same frame after the outer returned has overwritten the return-address slot.
+ * Frees are not subject to this: the live map delete decides who reports a block's free.
  */
 /* A nested call runs in the outer call's frames: a few hundred bytes below its entry rsp. The
  * bound keeps an entry left by a thread that died inside a sampled call (its return never

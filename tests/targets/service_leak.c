@@ -4,7 +4,7 @@
  *   service_leak DIR SECONDS LEAK_BYTES_PER_SEC
  *
  * Prefills a bounded cache, creates DIR/ready, then waits for DIR/go (so that a tracer can
- * attach first) and runs SECONDS (or until DIR/stop appears, or SIGTERM/SIGINT) in 10 ms ticks:
+ * attach first; DIR/stop ends the wait too) and runs SECONDS (or until DIR/stop appears, or SIGTERM/SIGINT) in 10 ms ticks:
  *   leak_site       LEAK_BYTES_PER_SEC / 100 bytes per tick in 256..1791-byte blocks, never freed
  *   handle_request  60 temporary buffers of 32..4127 bytes per tick, freed in the same tick
  *   cache_refresh   a cache of 256 entries of 1 KiB, 16 entries replaced per tick (steady)
@@ -101,7 +101,7 @@ int main(int argc, char **argv)
 	snprintf(path, sizeof path, "%s/ready", dir);
 	FILE *f = fopen(path, "w");
 	if (f) fclose(f);
-	while (!stop && !exists(dir, "go")) usleep(10000);
+	while (!stop && !exists(dir, "go") && !exists(dir, "stop")) usleep(10000);
 
 	struct timespec t0, t;
 	clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -46,5 +46,30 @@ int main(void)
 	CHECK("both", PARSE(&o, err, "-p", "1", "--", "true") == CLI_ERROR && strstr(err, "not both"));
 	CHECK("unknown", PARSE(&o, err, "--bogus") == CLI_ERROR && strstr(err, "--bogus"));
 	CHECK("missing_value", PARSE(&o, err, "-p") == CLI_ERROR && strstr(err, "needs a value"));
+	/* service mode (engineer SERVICE) */
+	char path[64];
+	CHECK("several_pids", PARSE(&o, err, "-p", "5", "-p", "7", "-o", "t-%p.ctf") == CLI_OK &&
+				      o.npids == 2 && o.pids[0] == 5 && o.pids[1] == 7 && o.pid == 5 &&
+				      cli_output_path(&o, 7, path, sizeof path) == 0 &&
+				      strcmp(path, "t-7.ctf") == 0);
+	CHECK("several_pids_need_percent_p", PARSE(&o, err, "-p", "5", "-p", "7", "-o", "t.ctf") == CLI_ERROR &&
+						     strstr(err, "%p"));
+	CHECK("output_path_default_and_escape",
+	      PARSE(&o, err, "-p", "5") == CLI_OK && cli_output_path(&o, 5, path, sizeof path) == 0 &&
+		      strcmp(path, "memtrace-5.ctf") == 0 && PARSE(&o, err, "-p", "5", "-o", "a%%p%p%") == CLI_OK &&
+		      cli_output_path(&o, 5, path, sizeof path) == 0 && strcmp(path, "a%p5%") == 0 &&
+		      cli_output_path(&o, 5, path, 3) < 0);
+	CHECK("snapshot_options", PARSE(&o, err, "-p", "1", "-o", "none", "--snapshot-dir", "d",
+					"--snapshot-interval", "0.5", "--snapshot-keep", "3", "--file-mode",
+					"0640") == CLI_OK &&
+					  o.no_trace && strcmp(o.snapshot_dir, "d") == 0 &&
+					  o.snapshot_interval == 0.5 && o.snapshot_keep == 3 && o.file_mode == 0640);
+	CHECK("file_mode_default", PARSE(&o, err, "-p", "1") == CLI_OK && o.file_mode == 0600 && !o.no_trace);
+	CHECK("file_mode_bad", PARSE(&o, err, "-p", "1", "--file-mode", "rw") == CLI_ERROR &&
+				       PARSE(&o, err, "-p", "1", "--file-mode", "1777") == CLI_ERROR);
+	CHECK("interval_needs_dir", PARSE(&o, err, "-p", "1", "--snapshot-interval", "1") == CLI_ERROR &&
+					    strstr(err, "--snapshot-dir"));
+	CHECK("none_needs_dir", PARSE(&o, err, "-p", "1", "-o", "none") == CLI_ERROR);
+	CHECK("pid_twice", PARSE(&o, err, "-p", "1", "-p", "1") == CLI_ERROR && strstr(err, "twice"));
 	return CHECK_DONE();
 }

@@ -261,6 +261,37 @@ else
 	skip disk_full "cannot mount a small tmpfs"
 fi
 
+# the trace itself on a disk that fills up: it ends with its last whole packet and reads
+# cleanly; tracing and snapshots go on; memtraced exits 1 (the trace is incomplete)
+S=$TMP/tracefull
+mkdir -p "$S/small" "$S/snaps"
+if mount -t tmpfs -o size=256k memtraced-test-tfull "$S/small" 2>/dev/null; then
+	start_target "$S/w" 60 200000
+	start_mt "$S/mt.err" -p $tpid --rate 1e-2 -o "$S/small/trace.ctf" --snapshot-dir "$S/snaps" --snapshot-interval 0.3
+	touch "$S/w/go"
+	sleep 1
+	dd if=/dev/zero of="$S/small/filler" bs=4k 2>/dev/null
+	for _ in $(seq 100); do grep -q "the trace stops here" "$S/mt.err" && break; sleep 0.1; done
+	before=$(snapshots_of "$S/snaps" $tpid | wc -l)
+	after=$before
+	for _ in $(seq 100); do
+		after=$(snapshots_of "$S/snaps" $tpid | wc -l)
+		[ "$after" -gt $((before + 1)) ] && break
+		sleep 0.1
+	done
+	kill -INT $mpid; wait $mpid; mrc=$?
+	touch "$S/w/stop"; wait $tpid
+	"$DUMP" "$S/small/trace.ctf" >/dev/null 2>"$S/dump.err"; drc=$?
+	if grep -q "No space left on device.*the trace stops here" "$S/mt.err" && [ "$after" -gt $((before + 1)) ] &&
+		[ "$mrc" = 1 ]; then pass trace_disk_full_tracing_goes_on
+	else fail trace_disk_full_tracing_goes_on "exit $mrc, snapshots $before -> $after: $(grep -m1 'trace' "$S/mt.err")"; fi
+	if [ "$drc" = 0 ] && ! grep -q . "$S/dump.err"; then pass trace_disk_full_trace_reads_cleanly
+	else fail trace_disk_full_trace_reads_cleanly "memtrace-dump exit $drc: $(head -c 300 "$S/dump.err")"; fi
+	umount "$S/small"
+else
+	skip trace_disk_full "cannot mount a small tmpfs"
+fi
+
 # ---------------------------------------------------------------- memory does not grow with events
 S=$TMP/mem
 mkdir -p "$S/snaps"

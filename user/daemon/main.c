@@ -275,7 +275,8 @@ int main(int argc, char **argv)
 		struct target *t = &targets[i];
 		struct session_opts so = {
 			.pid = t->pid, .rate = o.rate, .stack_bytes = o.stack_bytes, .floor = o.probe_floor,
-			.out_fd = t->out_fd, .no_trace = o.no_trace, .executable = t->exe,
+			.out_fd = t->out_fd, .no_trace = o.no_trace, .trace_optional = t->snap != NULL,
+			.executable = t->exe,
 			.sites = &t->sites, .spawned = spawn};
 		t->s = session_open(&so, err, sizeof err);
 		if (!t->s) {

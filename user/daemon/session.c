@@ -37,6 +37,8 @@ struct session {
 	struct trie *trie;
 	struct trace_out *out;
 	bool no_trace;
+	bool trace_optional;  /* a failed trace write stops the trace only (snapshots go on) */
+	bool trace_lost;      /* ... and it did */
 	uint64_t next_id;     /* allocation ids without a trace (-o none) */
 	uint64_t wall_us0, mono_ns0, last_us; /* the trace clock without a trace */
 	struct trace_out_info info; /* for snapshots' trace info */
@@ -91,6 +93,29 @@ static uint64_t time_of(struct session *s, uint64_t mono_ns)
 	return us;
 }
 
+/* A write to the trace failed (disk full...). Without snapshots the session stops (the trace is
+ * cut back to its last whole packet when it is closed). With snapshots only the trace stops:
+ * it is closed at once (cut back the same way), that is reported once, and the trie goes on
+ * with ids from a counter, so later snapshots work when space frees. */
+static void trace_write_failed(struct session *s)
+{
+	snprintf(s->error, sizeof s->error, "writing the trace failed: %s", trace_out_error(s->out));
+	if (!s->trace_optional) {
+		s->failed = true;
+		return;
+	}
+	s->written_allocs = trace_out_allocs(s->out);
+	s->written_collects = trace_out_collects(s->out);
+	s->next_id = s->written_allocs;
+	s->last_us = trace_out_time_us(s->out, 0); /* our clock goes on from the trace's */
+	trace_out_close(s->out, NULL, 0);
+	s->out = NULL;
+	s->no_trace = true;
+	s->trace_lost = true;
+	fprintf(stderr, "memtraced: PID %d: %s; the trace stops here (it ends with its last whole "
+		"packet), tracing and snapshots go on\n", (int)s->pid, s->error);
+}
+
 static void on_alloc(void *ctx, const struct tracer_alloc *a)
 {
 	struct session *s = ctx;
@@ -118,10 +143,9 @@ static void on_alloc(void *ctx, const struct tracer_alloc *a)
 					      (size_t)n)
 			    : (int64_t)s->next_id++;
 	if (id < 0) {
-		snprintf(s->error, sizeof s->error, "writing the trace failed: %s",
-			 trace_out_error(s->out));
-		s->failed = true;
-		return;
+		trace_write_failed(s);
+		if (s->failed) return;
+		id = (int64_t)s->next_id++; /* the trace stopped, the trie goes on */
 	}
 	if (trie_block_alloc(s->trie, a->seq, (uint64_t)id, node, a->size, a->nsamples) == 0)
 		trie_block_set_time(s->trie, a->seq, time_us);
@@ -133,11 +157,7 @@ static void on_free(void *ctx, const struct tracer_free *f)
 	if (s->failed || s->floor || (!s->out && !s->no_trace)) return;
 	struct trie_block b;
 	if (!trie_block_free(s->trie, f->seq, &b)) return; /* not a block of ours (or already freed) */
-	if (s->out && trace_out_collect(s->out, f->time_ns, b.id) < 0) {
-		snprintf(s->error, sizeof s->error, "writing the trace failed: %s",
-			 trace_out_error(s->out));
-		s->failed = true;
-	}
+	if (s->out && trace_out_collect(s->out, f->time_ns, b.id) < 0) trace_write_failed(s);
 }
 
 /* Intake thread: copy the records into the queue, in ring-buffer order. */
@@ -204,6 +224,7 @@ struct session *session_open(const struct session_opts *o, char *err, size_t err
 	s->pid = o->pid;
 	s->floor = o->floor;
 	s->no_trace = o->no_trace && !o->floor;
+	s->trace_optional = o->trace_optional;
 	s->out_fd = o->floor || o->no_trace ? -1 : o->out_fd;
 	s->mono_ns0 = clock_ns(CLOCK_MONOTONIC);
 	s->wall_us0 = s->last_us = clock_ns(CLOCK_REALTIME) / 1000;
@@ -274,11 +295,7 @@ static void tick(struct session *s)
 	if (now - s->last_tick_ns < TICK_NS) return;
 	s->last_tick_ns = now;
 	if (s->floor) return;
-	if (!s->failed && s->out && trace_out_tick(s->out) < 0) {
-		snprintf(s->error, sizeof s->error, "writing the trace failed: %s",
-			 trace_out_error(s->out));
-		s->failed = true;
-	}
+	if (!s->failed && s->out && trace_out_tick(s->out) < 0) trace_write_failed(s);
 }
 
 int session_poll(struct session *s, int timeout_ms)
@@ -307,7 +324,7 @@ static void stop_intake(struct session *s)
 
 int session_finish(struct session *s)
 {
-	if (s->finished) return s->failed ? -1 : 0;
+	if (s->finished) return s->failed || s->trace_lost ? -1 : 0;
 	s->finished = true;
 	stop_intake(s);
 	tracer_get_stats(s->tracer, &s->final_stats);
@@ -326,7 +343,7 @@ int session_finish(struct session *s)
 			s->failed = true;
 		}
 	}
-	return s->failed ? -1 : 0;
+	return s->failed || s->trace_lost ? -1 : 0;
 }
 
 void session_get_totals(struct session *s, struct session_totals *t)
@@ -344,6 +361,7 @@ void session_get_totals(struct session *s, struct session_totals *t)
 	t->other_pid = s->other_pid;
 	t->written_allocs = s->out ? trace_out_allocs(s->out) : s->no_trace ? s->next_id
 							      : s->written_allocs;
+	if (s->trace_lost) t->written_allocs = s->next_id; /* samples recorded in all */
 	t->written_collects = s->out ? trace_out_collects(s->out) : s->written_collects;
 	if (s->trie) {
 		t->live_blocks = trie_live_count(s->trie);
@@ -357,7 +375,7 @@ void session_get_totals(struct session *s, struct session_totals *t)
 	}
 	struct stat sb;
 	if (s->out) t->trace_bytes = trace_out_bytes(s->out);
-	else if (!s->no_trace && s->out_fd >= 0 && fstat(s->out_fd, &sb) == 0) t->trace_bytes = (uint64_t)sb.st_size;
+	else if ((!s->no_trace || s->trace_lost) && s->out_fd >= 0 && fstat(s->out_fd, &sb) == 0) t->trace_bytes = (uint64_t)sb.st_size;
 }
 
 void session_print_summary(struct session *s, FILE *out, const char *trace_path)
@@ -384,7 +402,10 @@ void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 			(unsigned long long)t.unwind_truncated, (unsigned long long)t.unwind_errors);
 	if (t.other_pid) fprintf(out, "; %llu records of other processes ignored",
 				 (unsigned long long)t.other_pid);
-	if (!s->floor && !s->no_trace && trace_path)
+	if (s->trace_lost && trace_path)
+		fprintf(out, "; trace %s cut short by a failed write (%llu bytes)", trace_path,
+			(unsigned long long)t.trace_bytes);
+	else if (!s->floor && !s->no_trace && trace_path)
 		fprintf(out, "; trace %s (%llu bytes)", trace_path, (unsigned long long)t.trace_bytes);
 	fputc('\n', out);
 }

@@ -20,6 +20,8 @@ struct session_opts {
 	int out_fd;              /* the trace file, open for writing (ignored with floor/no_trace) */
 	bool no_trace;           /* -o none: no continuous trace; the trie and unwinder still run
 	                            (for snapshots), allocation ids come from a counter */
+	bool trace_optional;     /* snapshots are on: a failed trace write (disk full) stops the
+	                            trace only, not the session (session_finish then returns < 0) */
 	const char *executable;  /* the target's executable, for the trace info */
 	const struct alloc_sites *sites;
 };

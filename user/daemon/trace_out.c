@@ -18,6 +18,8 @@ struct trace_out {
 	uint64_t last_us;
 	uint64_t last_flush_mono_ns;
 	uint64_t collects;
+	int fd;
+	uint64_t good_bytes; /* the file's length after the last call that succeeded: whole packets */
 	char error[256];
 };
 
@@ -54,12 +56,14 @@ struct trace_out *trace_out_open(int fd, const struct trace_out_info *info,
 	char host[256], context[512];
 	mt_trace_info ti;
 	trace_out_fill_info(info, o->wall_us0, &ti, host, sizeof host, context, sizeof context);
+	o->fd = fd;
 	o->w = mt_writer_open(fd, &ti, locations, loc_ctx);
 	if (!o->w) {
 		set_err(err, errlen, "cannot write the trace header: %s", strerror(errno));
 		free(o);
 		return NULL;
 	}
+	o->good_bytes = mt_writer_bytes_written(o->w);
 	return o;
 }
 
@@ -101,6 +105,7 @@ int64_t trace_out_alloc(struct trace_out *o, uint64_t mono_ns, uint64_t bytes, u
 	int64_t id = mt_writer_alloc(o->w, trace_out_time_us(o, mono_ns), words, nsamples,
 				     MT_SOURCE_EXTERNAL, backtrace, n);
 	if (id < 0) snprintf(o->error, sizeof o->error, "%s", mt_writer_error(o->w));
+	else o->good_bytes = mt_writer_bytes_written(o->w);
 	return id;
 }
 
@@ -108,7 +113,10 @@ int trace_out_collect(struct trace_out *o, uint64_t mono_ns, uint64_t id)
 {
 	int rc = mt_writer_collect(o->w, trace_out_time_us(o, mono_ns), id);
 	if (rc < 0) snprintf(o->error, sizeof o->error, "%s", mt_writer_error(o->w));
-	else o->collects++;
+	else {
+		o->collects++;
+		o->good_bytes = mt_writer_bytes_written(o->w);
+	}
 	return rc;
 }
 
@@ -119,6 +127,7 @@ int trace_out_tick(struct trace_out *o)
 	o->last_flush_mono_ns = now;
 	int rc = mt_writer_flush(o->w, trace_out_time_us(o, now));
 	if (rc < 0) snprintf(o->error, sizeof o->error, "%s", mt_writer_error(o->w));
+	else o->good_bytes = mt_writer_bytes_written(o->w);
 	return rc;
 }
 
@@ -126,7 +135,12 @@ int trace_out_close(struct trace_out *o, char *err, size_t errlen)
 {
 	if (!o) return 0;
 	int rc = mt_writer_close(o->w);
-	if (rc < 0) set_err(err, errlen, "writing the trace failed");
+	if (rc < 0) {
+		/* A full disk may have taken part of a packet: cut the file back to its last whole
+		 * packet, so that it reads cleanly up to there. */
+		set_err(err, errlen, "writing the trace failed%s%s", o->error[0] ? ": " : "", o->error);
+		if (ftruncate(o->fd, (off_t)o->good_bytes) < 0) {} /* nothing better to do */
+	}
 	free(o);
 	return rc;
 }

@@ -36,7 +36,9 @@ int64_t trace_out_alloc(struct trace_out *o, uint64_t mono_ns, uint64_t bytes, u
 int trace_out_collect(struct trace_out *o, uint64_t mono_ns, uint64_t id);
 /* Flushes if the last flush is a second old or more (call it often). < 0 on a write error. */
 int trace_out_tick(struct trace_out *o);
-/* Final flush; frees o. < 0 if any write failed (message in err). */
+/* Final flush; frees o. < 0 if any write failed (message in err): then the file is cut back
+ * to the last whole packet written (a full disk may have taken part of one), so it reads
+ * cleanly up to there. */
 int trace_out_close(struct trace_out *o, char *err, size_t errlen);
 const char *trace_out_error(const struct trace_out *o);
 uint64_t trace_out_allocs(const struct trace_out *o);   /* ids handed out */

@@ -279,8 +279,17 @@ if mount -t tmpfs -o size=256k memtraced-test-tfull "$S/small" 2>/dev/null; then
 		[ "$after" -gt $((before + 1)) ] && break
 		sleep 0.1
 	done
+	# the snapshot directory vanishes, then comes back
+	rm -rf "$S/snaps"
+	for _ in $(seq 100); do grep -q "snapshot failed.*has vanished" "$S/mt.err" && break; sleep 0.1; done
+	vanished_msg=$(grep -c "snapshot failed.*has vanished" "$S/mt.err")
+	mkdir "$S/snaps"
+	back=no
+	for _ in $(seq 100); do [ -n "$(snapshots_of "$S/snaps" $tpid)" ] && { back=yes; break; }; sleep 0.1; done
 	kill -INT $mpid; wait $mpid; mrc=$?
 	touch "$S/w/stop"; wait $tpid
+	if [ "$vanished_msg" -ge 1 ] && [ $back = yes ]; then pass snapshot_dir_vanished_and_back
+	else fail snapshot_dir_vanished_and_back "$vanished_msg 'vanished' messages, snapshots in the new directory: $back"; fi
 	"$DUMP" "$S/small/trace.ctf" >/dev/null 2>"$S/dump.err"; drc=$?
 	if grep -q "No space left on device.*the trace stops here" "$S/mt.err" && [ "$after" -gt $((before + 1)) ] &&
 		[ "$mrc" = 1 ]; then pass trace_disk_full_tracing_goes_on

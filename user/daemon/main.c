@@ -270,6 +270,9 @@ int main(int argc, char **argv)
 			}
 		}
 	}
+	/* From here on a signal (SIGUSR1 included, whose default would kill us) only sets a flag;
+	 * the command, if any, is forked already and keeps the default actions. */
+	install_signals();
 	for (int i = 0; i < ntargets && !rc; i++) rc = prepare_outputs(&targets[i], &o);
 	for (int i = 0; i < ntargets && !rc; i++) {
 		struct target *t = &targets[i];
@@ -305,7 +308,6 @@ int main(int argc, char **argv)
 		free(targets);
 		return rc;
 	}
-	install_signals();
 
 	int wstatus = 0;
 	bool exited = false;

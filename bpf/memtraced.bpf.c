@@ -64,7 +64,7 @@ struct inflight_call {
 	__u64 entry_sp;
 	__u64 size;
 	__u64 nsamples;        /* 0: only the realloc'd old block matters */
-	__u64 memptr;          /* posix_memalign's result pointer */
+	__u64 memptr;          /* posix_memalign's result pointer; xallocx's block */
 	__u64 old_ptr;         /* realloc/reallocarray: the sampled live block being resized */
 	__u64 old_seq;
 	__u32 fn;
@@ -257,6 +257,8 @@ static __always_inline int on_alloc_entry(struct pt_regs *ctx)
 	case MT_FN_MALLOC:
 	case MT_FN_VALLOC:
 	case MT_FN_PVALLOC:
+	case MT_FN_NEW ... MT_FN_NEW_ARRAY_ALIGNED_NOTHROW: /* size first, alignment second */
+	case MT_FN_MALLOCX:                                /* (size, flags) */
 		size = PT_REGS_PARM1(ctx);
 		break;
 	case MT_FN_CALLOC:
@@ -267,7 +269,14 @@ static __always_inline int on_alloc_entry(struct pt_regs *ctx)
 		size = n * elem;
 		break;
 	case MT_FN_REALLOC:
+	case MT_FN_REALLOCF:
+	case MT_FN_RALLOCX: /* (ptr, size, flags) */
 		old_ptr = PT_REGS_PARM1(ctx);
+		size = PT_REGS_PARM2(ctx);
+		break;
+	case MT_FN_XALLOCX: /* (ptr, size, extra, flags): resizes in place or not at all */
+		old_ptr = PT_REGS_PARM1(ctx);
+		memptr = old_ptr; /* the result is a size: the return needs the pointer */
 		size = PT_REGS_PARM2(ctx);
 		break;
 	case MT_FN_REALLOCARRAY:
@@ -525,10 +534,17 @@ static __always_inline void on_alloc_return(struct pt_regs *ctx, bool match_call
 		if ((int)result == 0)
 			bpf_probe_read_user(&addr, sizeof(addr), (void *)call->memptr);
 	}
+	/* xallocx returns the block's usable size: resized in place when it is >= the size
+	 * asked for, else unchanged. */
+	if (call->fn == MT_FN_XALLOCX)
+		addr = addr >= call->size ? call->memptr : 0;
 	/* realloc: the old block is gone when a new one was returned (moved or resized in place:
-	 * a free plus a new allocation) or when realloc(p, 0) freed it. glibc frees through the
-	 * probed free, which then reported it already: the seq check keeps it single. */
-	if (call->old_ptr && (addr || call->size == 0)) {
+	 * a free plus a new allocation) or when realloc(p, 0) freed it; reallocf frees it when it
+	 * fails too. glibc frees through the probed free, which then reported it already: the seq
+	 * check keeps it single. */
+	bool old_gone = addr || call->fn == MT_FN_REALLOCF ||
+			(call->size == 0 && (call->fn == MT_FN_REALLOC || call->fn == MT_FN_REALLOCARRAY));
+	if (call->old_ptr && old_gone) {
 		__u64 old_ptr = call->old_ptr;
 		struct mt_live_block *old = bpf_map_lookup_elem(&live, &old_ptr);
 		if (old && old->seq == call->old_seq && bpf_map_delete_elem(&live, &old_ptr) == 0)
@@ -566,7 +582,8 @@ int alloc_return(struct pt_regs *ctx)
 	return 0;
 }
 
-/* free, probed after its NULL test: %rdi is the pointer. */
+/* free and the other free-likes (operator delete, dallocx, sdallocx, cfree), probed at their
+ * entry or a later site where %rdi still is the pointer (after the NULL test...). */
 SEC("uprobe")
 int free_probe(struct pt_regs *ctx)
 {

@@ -25,6 +25,16 @@
 enum mt_fn {
 	MT_FN_MALLOC, MT_FN_CALLOC, MT_FN_REALLOC, MT_FN_REALLOCARRAY, MT_FN_FREE,
 	MT_FN_POSIX_MEMALIGN, MT_FN_ALIGNED_ALLOC, MT_FN_MEMALIGN, MT_FN_VALLOC, MT_FN_PVALLOC,
+	/* C++ operator new: size first (aligned forms: alignment second) */
+	MT_FN_NEW, MT_FN_NEW_ARRAY, MT_FN_NEW_NOTHROW, MT_FN_NEW_ARRAY_NOTHROW, MT_FN_NEW_ALIGNED,
+	MT_FN_NEW_ARRAY_ALIGNED, MT_FN_NEW_ALIGNED_NOTHROW, MT_FN_NEW_ARRAY_ALIGNED_NOTHROW,
+	/* C++ operator delete (12 forms): the pointer first, handled like free */
+	MT_FN_DELETE_FIRST, MT_FN_DELETE_LAST = MT_FN_DELETE_FIRST + 11,
+	/* jemalloc: mallocx(size, flags), rallocx(ptr, size, flags), xallocx(ptr, size, extra,
+	 * flags) -> usable size (resized in place when >= size), dallocx, sdallocx */
+	MT_FN_MALLOCX, MT_FN_RALLOCX, MT_FN_XALLOCX, MT_FN_DALLOCX, MT_FN_SDALLOCX,
+	MT_FN_CFREE,
+	MT_FN_REALLOCF,  /* realloc that frees the old block when it fails (mimalloc) */
 	MT_FN_COUNT
 };
 

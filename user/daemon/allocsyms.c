@@ -22,11 +22,39 @@ static const char *const fn_names[AF_COUNT] = {
 	[AF_REALLOCARRAY] = "reallocarray", [AF_FREE] = "free",
 	[AF_POSIX_MEMALIGN] = "posix_memalign", [AF_ALIGNED_ALLOC] = "aligned_alloc",
 	[AF_MEMALIGN] = "memalign", [AF_VALLOC] = "valloc", [AF_PVALLOC] = "pvalloc",
+	[AF_NEW] = "_Znwm", [AF_NEW_ARRAY] = "_Znam",
+	[AF_NEW_NOTHROW] = "_ZnwmRKSt9nothrow_t", [AF_NEW_ARRAY_NOTHROW] = "_ZnamRKSt9nothrow_t",
+	[AF_NEW_ALIGNED] = "_ZnwmSt11align_val_t", [AF_NEW_ARRAY_ALIGNED] = "_ZnamSt11align_val_t",
+	[AF_NEW_ALIGNED_NOTHROW] = "_ZnwmSt11align_val_tRKSt9nothrow_t",
+	[AF_NEW_ARRAY_ALIGNED_NOTHROW] = "_ZnamSt11align_val_tRKSt9nothrow_t",
+	[AF_DELETE] = "_ZdlPv", [AF_DELETE_ARRAY] = "_ZdaPv",
+	[AF_DELETE_SIZED] = "_ZdlPvm", [AF_DELETE_ARRAY_SIZED] = "_ZdaPvm",
+	[AF_DELETE_NOTHROW] = "_ZdlPvRKSt9nothrow_t", [AF_DELETE_ARRAY_NOTHROW] = "_ZdaPvRKSt9nothrow_t",
+	[AF_DELETE_ALIGNED] = "_ZdlPvSt11align_val_t", [AF_DELETE_ARRAY_ALIGNED] = "_ZdaPvSt11align_val_t",
+	[AF_DELETE_SIZED_ALIGNED] = "_ZdlPvmSt11align_val_t",
+	[AF_DELETE_ARRAY_SIZED_ALIGNED] = "_ZdaPvmSt11align_val_t",
+	[AF_DELETE_ALIGNED_NOTHROW] = "_ZdlPvSt11align_val_tRKSt9nothrow_t",
+	[AF_DELETE_ARRAY_ALIGNED_NOTHROW] = "_ZdaPvSt11align_val_tRKSt9nothrow_t",
+	[AF_MALLOCX] = "mallocx", [AF_RALLOCX] = "rallocx", [AF_XALLOCX] = "xallocx",
+	[AF_DALLOCX] = "dallocx", [AF_SDALLOCX] = "sdallocx",
+	[AF_CFREE] = "cfree", [AF_REALLOCF] = "reallocf",
 };
+_Static_assert(sizeof(fn_names) / sizeof(fn_names[0]) == AF_COUNT, "a name for every alloc_fn");
 
 const char *alloc_fn_name(enum alloc_fn fn)
 {
-	return (unsigned)fn < AF_COUNT ? fn_names[fn] : "?";
+	return (unsigned)fn < AF_COUNT && fn_names[fn] ? fn_names[fn] : "?";
+}
+
+bool alloc_fn_is_free(enum alloc_fn fn)
+{
+	return fn == AF_FREE || (fn >= AF_DELETE && fn <= AF_DELETE_ARRAY_ALIGNED_NOTHROW) ||
+	       fn == AF_DALLOCX || fn == AF_SDALLOCX || fn == AF_CFREE;
+}
+
+bool alloc_fn_is_extension(enum alloc_fn fn)
+{
+	return (unsigned)fn < AF_COUNT && fn >= AF_NEW;
 }
 
 void notes_add(char *notes, size_t len, const char *fmt, ...)
@@ -58,30 +86,6 @@ static void target_root(pid_t pid, char *root, size_t len)
 }
 
 /* ---- choosing sites from an ordered list of objects ---- */
-
-static void name_allocator(const char *path, bool is_exe, char *out, size_t len)
-{
-	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-	static const char *const known[] = { "jemalloc", "tcmalloc", "mimalloc", "hoard",
-	                                     "snmalloc", "rpmalloc", "musl" };
-	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
-		if (strstr(base, known[i])) {
-			snprintf(out, len, "%s (%s)", known[i], path);
-			return;
-		}
-	if (strncmp(base, "libc.so", 7) == 0) {
-		char version[32] = "";
-		struct elfobj o;
-		char err[256];
-		if (elfobj_open(&o, path, err, sizeof(err)) == 0) {
-			elfobj_glibc_version(&o, version, sizeof(version));
-			elfobj_close(&o);
-		}
-		snprintf(out, len, "glibc%s%s (%s)", version[0] ? " " : "", version, path);
-		return;
-	}
-	snprintf(out, len, "%s (%s)", is_exe ? "the executable's own allocator" : base, path);
-}
 
 static int add_site(struct alloc_sites *out, const struct elfobj *o, enum alloc_fn fn,
                     const struct fn_def *def)
@@ -136,7 +140,10 @@ static int resolve(const struct objlist *objs, bool static_exe, const char *what
 		}
 		readable++;
 		struct fn_def defs[AF_COUNT];
-		elfobj_alloc_defs(&o, i == 0 && static_exe, defs);
+		/* The executable's own calls bind to its own definitions at link time, exported or
+		 * not (an allocator compiled in: mallocx is not in .dynsym), so its .symtab counts. */
+		elfobj_alloc_defs(&o, i == 0, defs);
+		int forwarders = 0, forward_example = -1, forward_target = -1;
 		for (int fn = 0; fn < AF_COUNT; fn++) {
 			if (bound[fn] || !defs[fn].found) continue;
 			bound[fn] = true;
@@ -144,6 +151,15 @@ static int resolve(const struct objlist *objs, bool static_exe, const char *what
 				/* ld.so binds to whatever the resolver returns: unknown to us */
 				notes_add(out->notes, sizeof(out->notes),
 				          "%s in %s is an ifunc, not probed", fn_names[fn], o.path);
+				continue;
+			}
+			int target = alloc_fn_is_extension(fn) ? elfobj_forwarding_target(&o, defs, fn) : -1;
+			if (target >= 0) {
+				/* libstdc++'s operator new calls malloc: malloc's probe sees the call */
+				if (!forwarders++) {
+					forward_example = fn;
+					forward_target = target;
+				}
 				continue;
 			}
 			if (add_site(out, &o, fn, &defs[fn]) != 0) {
@@ -156,6 +172,11 @@ static int resolve(const struct objlist *objs, bool static_exe, const char *what
 				provider_fn = fn;
 			}
 		}
+		if (forwarders)
+			notes_add(out->notes, sizeof(out->notes),
+			          "%d function%s in %s only forward to another allocation function, not "
+			          "probed (e.g. %s -> %s)", forwarders, forwarders > 1 ? "s" : "", o.path,
+			          fn_names[forward_example], fn_names[forward_target]);
 		elfobj_close(&o);
 	}
 	if (out->n == 0 || provider < 0) {
@@ -164,7 +185,7 @@ static int resolve(const struct objlist *objs, bool static_exe, const char *what
 		return -1;
 	}
 	(void)readable;
-	name_allocator(objs->paths[provider], provider == 0, out->allocator, sizeof(out->allocator));
+	allocator_describe(objs->paths[provider], provider == 0, out->allocator, sizeof(out->allocator));
 	return 0;
 }
 

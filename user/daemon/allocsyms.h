@@ -10,8 +10,12 @@
  *   once, under the first name in enum order; their arguments are the same.
  * - Allocators call each other: glibc's realloc(NULL, n) calls malloc's entry and
  *   reallocarray tail-jumps to realloc, so a probe on each may see one user call twice.
- * - For free, probe_offset may be after the NULL test; there %rdi still holds the pointer
- *   and %rsp is unchanged (only endbr64/test/jcc are skipped). */
+ * - For free-like functions (alloc_fn_is_free), probe_offset may be after the entry: after
+ *   the NULL test, or at the first instruction the kernel emulates; %rdi still holds the
+ *   pointer there (nothing before it writes %rdi or branches away).
+ * - A C++ operator or other extension that forwards to another allocation function (calls
+ *   or jumps to it, directly or through the PLT/GOT) is not listed: the callee is probed, so
+ *   each call is counted once (a note says so). */
 #ifndef MEMTRACED_ALLOCSYMS_H
 #define MEMTRACED_ALLOCSYMS_H
 #include <stdbool.h>
@@ -19,9 +23,35 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-enum alloc_fn { AF_MALLOC, AF_CALLOC, AF_REALLOC, AF_REALLOCARRAY, AF_FREE, AF_POSIX_MEMALIGN,
-                AF_ALIGNED_ALLOC, AF_MEMALIGN, AF_VALLOC, AF_PVALLOC, AF_COUNT };
+/* The functions probed. Values are the BPF attach cookies (enum mt_fn in
+ * include/memtraced_events.h has the same values). Aliases (one entry, several names) are
+ * listed under the first name in this order, so free comes before the delete family. */
+enum alloc_fn {
+	AF_MALLOC, AF_CALLOC, AF_REALLOC, AF_REALLOCARRAY, AF_FREE, AF_POSIX_MEMALIGN,
+	AF_ALIGNED_ALLOC, AF_MEMALIGN, AF_VALLOC, AF_PVALLOC,
+	/* C++ operator new (size first; aligned forms: alignment second) */
+	AF_NEW, AF_NEW_ARRAY, AF_NEW_NOTHROW, AF_NEW_ARRAY_NOTHROW, AF_NEW_ALIGNED,
+	AF_NEW_ARRAY_ALIGNED, AF_NEW_ALIGNED_NOTHROW, AF_NEW_ARRAY_ALIGNED_NOTHROW,
+	/* C++ operator delete (pointer first) */
+	AF_DELETE, AF_DELETE_ARRAY, AF_DELETE_SIZED, AF_DELETE_ARRAY_SIZED, AF_DELETE_NOTHROW,
+	AF_DELETE_ARRAY_NOTHROW, AF_DELETE_ALIGNED, AF_DELETE_ARRAY_ALIGNED,
+	AF_DELETE_SIZED_ALIGNED, AF_DELETE_ARRAY_SIZED_ALIGNED, AF_DELETE_ALIGNED_NOTHROW,
+	AF_DELETE_ARRAY_ALIGNED_NOTHROW,
+	/* jemalloc's non-standard API (sallocx and nallocx are queries: not probed) */
+	AF_MALLOCX, AF_RALLOCX, AF_XALLOCX, AF_DALLOCX, AF_SDALLOCX,
+	/* other names allocators export: cfree (tcmalloc, mimalloc), reallocf (mimalloc: frees
+	 * the block when it fails) */
+	AF_CFREE, AF_REALLOCF,
+	AF_COUNT
+};
 const char *alloc_fn_name(enum alloc_fn fn);
+/* free, operator delete, dallocx...: the pointer is the first argument and no return probe
+ * is needed, so the probe may go after the entry (see probe_site_choose). */
+bool alloc_fn_is_free(enum alloc_fn fn);
+/* The C++ operators and the other extensions beyond the C standard functions: when such a
+ * function only forwards to another allocation function (libstdc++'s operator new calls
+ * malloc), it is not probed, the callee's probe sees the call (resolve() in allocsyms.c). */
+bool alloc_fn_is_extension(enum alloc_fn fn);
 
 struct probe_site {
 	enum alloc_fn fn;
@@ -57,9 +87,11 @@ int alloc_sites_for_exec(const char *exe_path, pid_t pid, struct alloc_sites *ou
 
 /* Where to probe a function whose code (len bytes read from its entry, at virtual address
  * entry_vaddr, size of the function fn_size or 0 if unknown) is given. Returns the offset from
- * the entry: 0, or for AF_FREE the instruction after a leading `test %rdi,%rdi; je` when the
- * kernel emulates it and nothing else in the function jumps to it. *emulated tells whether
- * the kernel emulates the chosen instruction. */
+ * the entry: 0, or for a free-like function the instruction after a leading
+ * `test %rdi,%rdi; je` when the kernel emulates it, else the first emulated instruction
+ * reached by every call with %rdi intact (straight-line code before it that does not write
+ * %rdi), when nothing else in the function jumps to it. *emulated tells whether the kernel
+ * emulates the chosen instruction. */
 uint64_t probe_site_choose(enum alloc_fn fn, const uint8_t *code, size_t len,
                            uint64_t entry_vaddr, uint64_t fn_size, bool *emulated);
 

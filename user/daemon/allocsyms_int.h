@@ -33,6 +33,16 @@ struct fn_def {
  * version); with use_symtab also .symtab's global definitions (static executables). */
 void elfobj_alloc_defs(const struct elfobj *o, bool use_symtab, struct fn_def defs[AF_COUNT]);
 
+/* The allocation function (another one than fn) that defs[fn] calls or jumps to, directly,
+ * through the PLT or through the GOT: then fn only forwards and is not probed. -1 if none
+ * (forwarder.c). */
+int elfobj_forwarding_target(const struct elfobj *o, const struct fn_def defs[AF_COUNT],
+                             enum alloc_fn fn);
+
+/* "jemalloc 5.3.0 (path)", "glibc 2.36 (path)", "tcmalloc (gperftools 2.10) (path)",
+ * "mimalloc 2.0.9 compiled into the executable (path)"... (allocname.c) */
+void allocator_describe(const char *path, bool is_exe, char *out, size_t len);
+
 /* What ld.so reads from an object's dynamic section. Strings are malloc'ed. */
 struct elf_dynamic {
 	char **needed;

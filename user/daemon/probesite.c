@@ -9,7 +9,10 @@
  * address is at [rsp] only there), so they are probed at their entry whatever it is. free needs
  * no return probe: glibc's free starts with `test %rdi,%rdi` (single-stepped) then `je`; the
  * instruction after the branch (free+9 in glibc 2.36, a `push %rbp`) is emulated, and free(NULL)
- * then never traps at all. %rdi is unchanged there, so the probe still sees the pointer. */
+ * then never traps at all. %rdi is unchanged there, so the probe still sees the pointer.
+ * Other free-likes (jemalloc's free starts with `mov %rdi,%rax`, tcmalloc's with a load) get
+ * the first emulated instruction of their straight-line start: the first conditional branch
+ * (jemalloc free+0x30, tcmalloc free+0xa), a push or a call. */
 #include <capstone/capstone.h>
 #include <string.h>
 
@@ -79,11 +82,12 @@ static bool is_direct_je(const cs_insn *in)
 	       in->detail->x86.operands[0].type == X86_OP_IMM;
 }
 
-/* Does any direct jump or call decoded in the function land on target? Then a probe there
- * would also fire on that path (e.g. a loop back), so it is not "the entry after the NULL
- * test". Linear sweep; it stops at the first byte capstone cannot decode. */
-static bool function_branches_to(csh cs, const uint8_t *code, size_t len, uint64_t vaddr,
-                                 uint64_t target)
+/* Does any direct jump or call decoded in the function land in [lo, hi]? A site at hi,
+ * after straight-line code from lo, would then also be reached on that path (e.g. a loop
+ * back), more than once per call. Linear sweep; it stops at the first byte capstone cannot
+ * decode. */
+static bool function_branches_into(csh cs, const uint8_t *code, size_t len, uint64_t vaddr,
+                                   uint64_t lo, uint64_t hi)
 {
 	cs_insn *in = cs_malloc(cs);
 	const uint8_t *p = code;
@@ -100,12 +104,41 @@ static bool function_branches_to(csh cs, const uint8_t *code, size_t len, uint64
 		}
 		const cs_x86 *x = &in->detail->x86;
 		if (is_branch && x->op_count == 1 && x->operands[0].type == X86_OP_IMM &&
-		    (uint64_t)x->operands[0].imm == target)
+		    (uint64_t)x->operands[0].imm >= lo && (uint64_t)x->operands[0].imm <= hi)
 			found = true;
 	}
 	cs_free(in, 1);
 	return found;
 }
+
+static bool is_control_flow(const cs_insn *in)
+{
+	if (!in->detail) return true;
+	for (int g = 0; g < in->detail->groups_count; g++) {
+		uint8_t grp = in->detail->groups[g];
+		if (grp == CS_GRP_JUMP || grp == CS_GRP_CALL || grp == CS_GRP_RET ||
+		    grp == CS_GRP_INT || grp == CS_GRP_IRET)
+			return true;
+	}
+	return false;
+}
+
+/* Does the instruction write %rdi (or a part of it), explicitly or implicitly? Unknown: yes. */
+static bool writes_rdi(csh cs, const cs_insn *in)
+{
+	cs_regs rd, wr;
+	uint8_t nrd = 0, nwr = 0;
+	if (cs_regs_access(cs, in, rd, &nrd, wr, &nwr) != CS_ERR_OK) return true;
+	for (int i = 0; i < nwr; i++)
+		if (wr[i] == X86_REG_RDI || wr[i] == X86_REG_EDI || wr[i] == X86_REG_DI ||
+		    wr[i] == X86_REG_DIL)
+			return true;
+	return false;
+}
+
+/* How far a free-like probe may move from the entry (instructions, bytes decoded). */
+#define SCAN_INSNS 24
+#define SCAN_BYTES 128
 
 uint64_t probe_site_choose(enum alloc_fn fn, const uint8_t *code, size_t len,
                            uint64_t entry_vaddr, uint64_t fn_size, bool *emulated)
@@ -120,25 +153,41 @@ uint64_t probe_site_choose(enum alloc_fn fn, const uint8_t *code, size_t len,
 	if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK) return 0;
 	cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
 
-	size_t head = len < 64 ? len : 64;
-	size_t n = cs_disasm(cs, code, head, entry_vaddr, 4, &insns);
+	size_t head = len < SCAN_BYTES ? len : SCAN_BYTES;
+	size_t n = cs_disasm(cs, code, head, entry_vaddr, SCAN_INSNS, &insns);
 	if (n == 0) goto out;   /* unknown code: the entry, single-stepped */
 	chosen_emulated = probe_insn_emulated(insns[0].bytes, insns[0].size);
-	if (fn != AF_FREE) goto out;
+	/* Allocating functions need their entry (return probe); an emulated entry is already
+	 * the cheapest site. */
+	if (!alloc_fn_is_free(fn) || chosen_emulated) goto out;
 
-	size_t i = 0;
-	if (i < n && is_endbr64(&insns[i])) i++;
-	if (!(i < n && is_test_rdi_rdi(&insns[i]))) goto out;
-	i++;
-	if (!(i < n && is_direct_je(&insns[i]))) goto out;
-	i++;
-	if (i >= n) goto out;
-	const cs_insn *next = &insns[i];
-	if (!probe_insn_emulated(next->bytes, next->size)) goto out;
+	/* Free-likes: walk the straight-line code from the entry. Every call runs it, so the
+	 * first instruction the kernel emulates is as good a site as the entry, provided %rdi
+	 * still holds the pointer there and nothing else in the function jumps to it or to the
+	 * code leading to it. Preferred:
+	 * the instruction after a `test %rdi,%rdi; je` NULL test (free(NULL) then never traps). */
 	size_t fn_len = fn_size && fn_size < len ? fn_size : len;
-	if (function_branches_to(cs, code, fn_len, entry_vaddr, next->address)) goto out;
-	chosen = next->address - entry_vaddr;
-	chosen_emulated = true;
+	for (size_t i = 0; i < n; i++) {
+		const cs_insn *in = &insns[i];
+		if (i == 0 && is_endbr64(in)) continue;
+		if (is_test_rdi_rdi(in) && i + 2 < n && is_direct_je(&insns[i + 1]) &&
+		    probe_insn_emulated(insns[i + 2].bytes, insns[i + 2].size) &&
+		    !function_branches_into(cs, code, fn_len, entry_vaddr, entry_vaddr + 1,
+		                            insns[i + 2].address)) {
+			chosen = insns[i + 2].address - entry_vaddr;
+			chosen_emulated = true;
+			break;
+		}
+		if (probe_insn_emulated(in->bytes, in->size)) {
+			if (!function_branches_into(cs, code, fn_len, entry_vaddr, entry_vaddr + 1,
+			                            in->address)) {
+				chosen = in->address - entry_vaddr;
+				chosen_emulated = true;
+			}
+			break;
+		}
+		if (is_control_flow(in) || writes_rdi(cs, in)) break;
+	}
 out:
 	if (insns) cs_free(insns, n);
 	cs_close(&cs);

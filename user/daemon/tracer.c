@@ -26,7 +26,13 @@ _Static_assert(SAME(MT_FN_MALLOC, AF_MALLOC) && SAME(MT_FN_CALLOC, AF_CALLOC) &&
                SAME(MT_FN_FREE, AF_FREE) && SAME(MT_FN_POSIX_MEMALIGN, AF_POSIX_MEMALIGN) &&
                SAME(MT_FN_ALIGNED_ALLOC, AF_ALIGNED_ALLOC) && SAME(MT_FN_MEMALIGN, AF_MEMALIGN) &&
                SAME(MT_FN_VALLOC, AF_VALLOC) && SAME(MT_FN_PVALLOC, AF_PVALLOC) &&
-               SAME(MT_FN_COUNT, AF_COUNT),
+               SAME(MT_FN_NEW, AF_NEW) && SAME(MT_FN_NEW_ARRAY_ALIGNED_NOTHROW, AF_NEW_ARRAY_ALIGNED_NOTHROW) &&
+               SAME(MT_FN_DELETE_FIRST, AF_DELETE) &&
+               SAME(MT_FN_DELETE_LAST, AF_DELETE_ARRAY_ALIGNED_NOTHROW) &&
+               SAME(MT_FN_MALLOCX, AF_MALLOCX) && SAME(MT_FN_RALLOCX, AF_RALLOCX) &&
+               SAME(MT_FN_XALLOCX, AF_XALLOCX) && SAME(MT_FN_DALLOCX, AF_DALLOCX) &&
+               SAME(MT_FN_SDALLOCX, AF_SDALLOCX) && SAME(MT_FN_CFREE, AF_CFREE) &&
+               SAME(MT_FN_REALLOCF, AF_REALLOCF) && SAME(MT_FN_COUNT, AF_COUNT),
                "enum mt_fn (include/memtraced_events.h) must match enum alloc_fn");
 
 #define DEFAULT_RINGBUF_BYTES (4u << 20)
@@ -167,7 +173,7 @@ static int attach_session(struct tracer *t, const struct alloc_sites *s, char *e
 			if (done[j] || strcmp(p->path, s->sites[i].path))
 				continue;
 			done[j] = true;
-			if (p->fn == AF_FREE) {
+			if (alloc_fn_is_free(p->fn)) {
 				foff[nf] = p->probe_offset;
 				fcookie[nf++] = p->fn;
 			} else {
@@ -216,7 +222,7 @@ static int attach_fallback(struct tracer *t, const struct alloc_sites *s, char *
 	for (int i = 0; i < s->n; i++) {
 		const struct probe_site *p = &s->sites[i];
 		int rc;
-		if (p->fn == AF_FREE) {
+		if (alloc_fn_is_free(p->fn)) {
 			rc = attach_one(t, t->floor ? sk->progs.floor_free : sk->progs.free_probe, p,
 			                p->probe_offset, false, err, errlen);
 		} else {

@@ -68,7 +68,10 @@ folded_bytes() { # FILE FUNCTION: estimated live bytes of the lines whose stack 
 	awk -v f="$2" '{ n = split($1, fr, ";"); for (i = 1; i <= n; i++) if (fr[i] == f) { s += $2; break } }
 		END { printf "%d\n", s }' "$1"
 }
-snapshots_of() { ls "$1"/memtrace-"$2"-*.ctf 2>/dev/null | sort -t- -k3 -n; }
+snapshots_of() { # DIR PID: the snapshot .ctf files of PID, by SEQ
+	ls "$1"/memtrace-"$2"-*.ctf 2>/dev/null |
+		awk -F- '{ s = $NF; sub(/\.ctf$/, "", s); print s "\t" $0 }' | sort -n | cut -f2-
+}
 
 # ---------------------------------------------------------------- 1 s snapshots of a leak
 S=$TMP/main
@@ -179,7 +182,8 @@ S=$TMP/multi
 mkdir -p "$S/snaps"
 start_target "$S/a" 3 300000; pa=$tpid
 start_target "$S/b" 4 300000; pb=$tpid
-start_mt "$S/mt.err" -p $pa -p $pb --rate 1e-3 -o "$S/trace-%p.ctf" --snapshot-dir "$S/snaps" --snapshot-interval 1
+start_mt "$S/mt.err" -p $pa -p $pb --rate 1e-3 -o "$S/trace-%p.ctf" --snapshot-dir "$S/snaps" \
+	--snapshot-interval 0.5 --snapshot-keep 2
 touch "$S/a/go" "$S/b/go"
 wait $pa; wait $pb
 timeout 60 tail --pid=$mpid -f /dev/null; wait $mpid; mrc=$?
@@ -189,11 +193,14 @@ for p in $pa $pb; do
 	grep -q "^info pid=$p$" "$S/$p.dump" || { ok=no; why="$why trace-$p.ctf not of pid $p;"; }
 	grep -q ' alloc id=.*leak_site' "$S/$p.dump" || { ok=no; why="$why no leak_site in trace-$p.ctf;"; }
 	ns=$(snapshots_of "$S/snaps" $p | wc -l)
-	[ "$ns" -ge 2 ] || { ok=no; why="$why $ns snapshots of $p;"; }
+	[ "$ns" = 2 ] || { ok=no; why="$why $ns snapshots of $p kept (--snapshot-keep 2);"; }
+	last=$(snapshots_of "$S/snaps" $p | tail -n 1)
+	[ "${last##*-}" != 1.ctf ] || { ok=no; why="$why only 2 snapshots of $p taken;"; }
 	grep -q "PID $p exited" "$S/mt.err" || { ok=no; why="$why no exit of $p seen;"; }
 done
-if [ "$mrc" = 0 ] && [ $ok = yes ]; then pass several_pids_own_trace_and_snapshots
-else fail several_pids_own_trace_and_snapshots "exit $mrc:$why $(tail -n 2 "$S/mt.err" | tr '\n' ' ')"; fi
+if [ "$mrc" = 0 ] && [ $ok = yes ] && [ "$(ls "$S/snaps" | grep -c '\.folded$')" = 4 ]; then
+	pass several_pids_own_trace_and_snapshots_keep_2
+else fail several_pids_own_trace_and_snapshots_keep_2 "exit $mrc:$why $(tail -n 2 "$S/mt.err" | tr '\n' ' ')"; fi
 
 # ---------------------------------------------------------------- bad snapshot directories
 S=$TMP/baddir

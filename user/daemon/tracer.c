@@ -289,6 +289,22 @@ fail:
 	return NULL;
 }
 
+/* Probes more sites (a library dlopen'ed since tracer_open; LIFECYCLE). The sites must not be
+ * probed already: each call adds links, nothing checks for duplicates. */
+int tracer_attach_sites(struct tracer *t, const struct alloc_sites *sites, char *err, size_t errlen)
+{
+	if (!t || check_sites(sites, err, errlen))
+		return -1;
+	int links = t->mode == TRACER_MODE_SESSION ? t->nlink_fds : t->nlinks;
+	int need = 2 * sites->n; /* at most: an entry and a return (or free) link per site */
+	if (links + need > TRACER_MAX_LINKS) {
+		snprintf(err, errlen, "too many probe links (%d in place, %d more needed)", links, need);
+		return -1;
+	}
+	return t->mode == TRACER_MODE_SESSION ? attach_session(t, sites, err, errlen)
+	                                      : attach_fallback(t, sites, err, errlen);
+}
+
 int tracer_live_map_fd(struct tracer *t)
 {
 	return bpf_map__fd(t->skel->maps.live);

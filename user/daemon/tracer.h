@@ -85,6 +85,9 @@ int tracer_poll(struct tracer *t, int timeout_ms, const struct tracer_callbacks 
  * no longer in the BPF live map although its FREE record was lost. Call periodically and at the
  * end. Delivers pending records first (through cb). Returns the number repaired, or -1. */
 int tracer_reconcile(struct tracer *t, const struct tracer_callbacks *cb, void *ctx);
+/* Probes more sites, not probed yet (a library dlopen'ed since tracer_open). 0, or -1 with a
+ * message (links already made stay). Call from the thread that opened the tracer. */
+int tracer_attach_sites(struct tracer *t, const struct alloc_sites *sites, char *err, size_t errlen);
 void tracer_get_stats(struct tracer *t, struct tracer_stats *out);
 enum tracer_mode tracer_mode(const struct tracer *t);
 const char *tracer_mode_name(enum tracer_mode mode);

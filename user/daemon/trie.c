@@ -5,6 +5,7 @@
  * open-addressing table keyed by the record seq, with backward-shift deletion (no tombstones),
  * so a long run of alloc/free pairs does not grow it. */
 #include "trie.h"
+#include "hash.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,19 +20,9 @@ struct trie {
 	size_t n_blocks, block_cap; /* power of two */
 };
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
 static size_t edge_hash(uint32_t parent, uint64_t code)
 {
-	return (size_t)mix64(code ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ULL));
+	return (size_t)mt_mix64(code ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ULL));
 }
 
 struct trie *trie_new(double rate)
@@ -121,7 +112,7 @@ uint32_t trie_intern(struct trie *t, const uint64_t *codes, size_t n)
 
 static size_t block_slot(const struct trie *t, uint64_t key)
 {
-	return (size_t)mix64(key) & (t->block_cap - 1);
+	return (size_t)mt_mix64(key) & (t->block_cap - 1);
 }
 
 static int blocks_grow(struct trie *t)
@@ -132,7 +123,7 @@ static int blocks_grow(struct trie *t)
 	for (size_t i = 0; i < cap; i++) b[i].node = TRIE_NONE;
 	for (size_t i = 0; i < t->block_cap; i++) {
 		if (t->blocks[i].node == TRIE_NONE) continue;
-		size_t h = (size_t)mix64(t->blocks[i].key) & (cap - 1);
+		size_t h = (size_t)mt_mix64(t->blocks[i].key) & (cap - 1);
 		while (b[h].node != TRIE_NONE) h = (h + 1) & (cap - 1);
 		b[h] = t->blocks[i];
 	}

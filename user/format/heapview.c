@@ -1,6 +1,7 @@
 /* heapview: per-context heap accounting over a trace read by the format library's reader.
  * See heapview.h for the estimators. */
 #include "heapview.h"
+#include "hash.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -56,21 +57,11 @@ static char *xstrdup_printf(const char *fmt, ...)
 	return s;
 }
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
 /* ---------------------------------------------------------------- context trie */
 
 static size_t child_hash(uint32_t parent, uint64_t code, size_t cap)
 {
-	return mix64(code * 31 + parent) & (cap - 1);
+	return mt_mix64(code * 31 + parent) & (cap - 1);
 }
 
 static int child_grow(hv_heap *h)
@@ -129,7 +120,7 @@ static int64_t node_child(hv_heap *h, uint32_t parent, uint64_t code)
 
 /* ---------------------------------------------------------------- live blocks */
 
-static size_t live_hash(uint64_t id, size_t cap) { return mix64(id) & (cap - 1); }
+static size_t live_hash(uint64_t id, size_t cap) { return mt_mix64(id) & (cap - 1); }
 
 static int live_grow(hv_heap *h)
 {

@@ -1,6 +1,7 @@
 /* heapview: grouping contexts into rows (by function, by file:line, by stack) and printing
  * symbolized call stacks. */
 #include "heapview.h"
+#include "hash.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -90,20 +91,13 @@ typedef struct row_table {
 	size_t slot_cap;
 } row_table;
 
-static uint64_t str_hash(const char *s)
-{
-	uint64_t x = 1469598103934665603ULL; /* FNV-1a */
-	for (; *s; s++) x = (x ^ (unsigned char)*s) * 1099511628211ULL;
-	return x;
-}
-
 static int table_grow(row_table *t)
 {
 	size_t cap = t->slot_cap ? t->slot_cap * 2 : 256;
 	uint32_t *slots = calloc(cap, sizeof *slots);
 	if (!slots) return -1;
 	for (size_t i = 0; i < t->n; i++) {
-		size_t j = str_hash(t->rows[i].key) & (cap - 1);
+		size_t j = mt_fnv1a_str(t->rows[i].key) & (cap - 1);
 		while (slots[j]) j = (j + 1) & (cap - 1);
 		slots[j] = i + 1;
 	}
@@ -117,7 +111,7 @@ static int table_grow(row_table *t)
 static hv_row *table_get(row_table *t, char *key)
 {
 	if ((t->n + 1) * 2 > t->slot_cap && table_grow(t) < 0) return NULL;
-	size_t j = str_hash(key) & (t->slot_cap - 1);
+	size_t j = mt_fnv1a_str(key) & (t->slot_cap - 1);
 	while (t->slots[j]) {
 		hv_row *r = &t->rows[t->slots[j] - 1];
 		if (!strcmp(r->key, key)) { free(key); return r; }

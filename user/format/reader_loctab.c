@@ -1,5 +1,6 @@
 /* Location table and string interning of the trace reader (see reader_loctab.h). */
 #include "reader_loctab.h"
+#include "hash.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -60,21 +61,9 @@ struct mtr_loctab {
 	size_t ncodes, codes_cap;
 };
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
 static uint64_t hash_bytes(const char *s, size_t len)
 {
-	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a, then mixed */
-	for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
-	return mix64(h ^ len);
+	return mt_mix64(mt_fnv1a(s, len) ^ len);
 }
 
 mtr_loctab *mtr_loctab_new(void)
@@ -139,7 +128,7 @@ const char *mtr_intern(mtr_loctab *t, const char *s, size_t len)
 
 static size_t code_slot(const struct code_entry *codes, size_t cap, uint64_t code)
 {
-	size_t j = mix64(code) & (cap - 1);
+	size_t j = mt_mix64(code) & (cap - 1);
 	while (codes[j].n >= 0 && codes[j].code != code) j = (j + 1) & (cap - 1);
 	return j;
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "heapview.h"
 
 /* One frame of the flame graph: contexts merged by their frame labels from the root. Inlined
@@ -38,9 +39,7 @@ static void die_oom(void)
 
 static uint64_t label_hash(uint32_t parent, const char *s, int inlined)
 {
-	uint64_t x = 1469598103934665603ULL ^ (parent * 0x9E3779B97F4A7C15ULL) ^ (uint64_t)inlined;
-	for (; *s; s++) x = (x ^ (unsigned char)*s) * 1099511628211ULL;
-	return x;
+	return mt_mix64(mt_fnv1a_str(s) ^ (parent * 0x9E3779B97F4A7C15ULL) ^ (uint64_t)inlined);
 }
 
 static void flame_grow_slots(flame *f)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "hash.h"
 #include "heapview.h"
 #include "profile.pb-c.h"
 
@@ -51,14 +52,6 @@ typedef struct u64map {
 	size_t cap, n;
 } u64map;
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	return x;
-}
-
 static void map_put(u64map *m, uint64_t key, uint32_t val);
 
 static void map_grow(u64map *m)
@@ -78,7 +71,7 @@ static void map_grow(u64map *m)
 static uint32_t map_get(const u64map *m, uint64_t key)
 {
 	if (!m->cap) return 0;
-	for (size_t j = mix64(key) & (m->cap - 1);; j = (j + 1) & (m->cap - 1)) {
+	for (size_t j = mt_mix64(key) & (m->cap - 1);; j = (j + 1) & (m->cap - 1)) {
 		if (!m->vals[j]) return 0;
 		if (m->keys[j] == key) return m->vals[j];
 	}
@@ -87,7 +80,7 @@ static uint32_t map_get(const u64map *m, uint64_t key)
 static void map_put(u64map *m, uint64_t key, uint32_t val)
 {
 	if ((m->n + 1) * 2 > m->cap) map_grow(m);
-	size_t j = mix64(key) & (m->cap - 1);
+	size_t j = mt_mix64(key) & (m->cap - 1);
 	while (m->vals[j] && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
 	if (!m->vals[j]) m->n++;
 	m->keys[j] = key;
@@ -108,17 +101,10 @@ typedef struct strtab {
 	u64map index; /* hash of the string -> candidate index (collisions chained by probing) */
 } strtab;
 
-static uint64_t str_hash(const char *s)
-{
-	uint64_t x = 1469598103934665603ULL;
-	for (; *s; s++) x = (x ^ (unsigned char)*s) * 1099511628211ULL;
-	return x;
-}
-
 static int64_t intern(strtab *t, const char *s)
 {
 	/* probe hash, hash+1, ... until the string or a free key is found */
-	for (uint64_t k = str_hash(s);; k++) {
+	for (uint64_t k = mt_fnv1a_str(s);; k++) {
 		uint32_t v = map_get(&t->index, k);
 		if (!v) break;
 		if (!strcmp(t->s[v - 1], s)) return v - 1;
@@ -132,7 +118,7 @@ static int64_t intern(strtab *t, const char *s)
 		fprintf(stderr, "memtrace-pprof: out of memory\n");
 		exit(1);
 	}
-	uint64_t k = str_hash(s);
+	uint64_t k = mt_fnv1a_str(s);
 	while (map_get(&t->index, k)) k++;
 	map_put(&t->index, k, t->n);
 	return t->n++;

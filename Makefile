@@ -104,6 +104,17 @@ $(BUILD)/tests/targets/%: tests/targets/%.cc
 	@mkdir -p $(dir $@)
 	$(CXX) -O2 -g -fomit-frame-pointer -pthread $< -o $@ -ldl
 
+# Allocator workloads (tests/test_allocators.sh): jemalloc compiled into the executable
+# (libjemalloc.a), and a -static program (glibc's malloc and libstdc++'s operator new inside).
+ALLOC_VARIANTS := $(BUILD)/tests/targets/alloc_workload_jemalloc_in $(BUILD)/tests/targets/alloc_workload_static
+all: $(ALLOC_VARIANTS)
+$(BUILD)/tests/targets/alloc_workload_jemalloc_in: tests/targets/alloc_workload.cc
+	@mkdir -p $(dir $@)
+	$(CXX) -O2 -g -fomit-frame-pointer -pthread -DLINKED_JEMALLOC $< -o $@ -Wl,-Bstatic -ljemalloc -Wl,-Bdynamic -ldl -lm
+$(BUILD)/tests/targets/alloc_workload_static: tests/targets/alloc_workload.cc
+	@mkdir -p $(dir $@)
+	$(CXX) -O2 -g -fomit-frame-pointer -pthread -static $< -o $@ -ldl
+
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FMT_SRCS)
 	@mkdir -p $(dir $@)
 	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iuser/format $^ -o $@ -lz -lm
@@ -134,7 +145,8 @@ clean:
 # installed, so `make test` on a ready machine does not touch apt.
 DEPS := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libcapstone-dev zlib1g-dev \
         pkg-config libclang-rt-14-dev binutils procps libiberty-dev g++ \
-        libprotobuf-c-dev protobuf-c-compiler chromium golang-go nodejs libjemalloc2 tmux
+        libprotobuf-c-dev protobuf-c-compiler chromium golang-go nodejs libjemalloc2 tmux \
+        libjemalloc-dev libtcmalloc-minimal4 libmimalloc2.0
 deps:
 	@missing=$$(for p in $(DEPS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

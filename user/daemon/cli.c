@@ -28,6 +28,9 @@ void cli_usage(FILE *out)
 		"  -d, --duration SEC   stop tracing after SEC seconds (default: until the target\n"
 		"                       exits, or SIGINT/SIGTERM)\n"
 		"  -q, --quiet          no status messages (errors and the final summary only)\n"
+		"      --follow-forks   trace each new process the target forks into its own trace\n"
+		"                       (-o needs %%p then; default memtrace-CHILDPID.ctf). An exec is\n"
+		"                       always followed, into FILE with .execN before its .ctf\n"
 		"      --snapshot-dir DIR       write heap snapshots (live sampled blocks) into DIR:\n"
 		"                               memtrace-PID-SEQ.ctf and memtrace-PID-SEQ.folded, on\n"
 		"                               SIGUSR1 and when tracing ends\n"
@@ -119,8 +122,17 @@ int cli_output_path(const struct cli_opts *o, pid_t pid, char *buf, size_t len)
 	return 0;
 }
 
+int cli_exec_output_path(const char *base, unsigned n, char *buf, size_t len)
+{
+	size_t bl = strlen(base);
+	bool ctf = bl >= 4 && strcmp(base + bl - 4, ".ctf") == 0;
+	int k = ctf ? snprintf(buf, len, "%.*s.exec%u.ctf", (int)(bl - 4), base, n)
+		    : snprintf(buf, len, "%s.exec%u", base, n);
+	return k < 0 || (size_t)k >= len ? -1 : 0;
+}
+
 enum { OPT_PROBE_FLOOR = 256, OPT_STACK_BYTES, OPT_NO_STATUS, OPT_TOP, OPT_TOP_INTERVAL, OPT_TOP_BY,
-       OPT_SNAP_DIR, OPT_SNAP_INTERVAL, OPT_SNAP_KEEP, OPT_FILE_MODE };
+       OPT_SNAP_DIR, OPT_SNAP_INTERVAL, OPT_SNAP_KEEP, OPT_FILE_MODE, OPT_FOLLOW_FORKS };
 
 enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, size_t errlen)
 {
@@ -142,6 +154,7 @@ enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, 
 		{"top", no_argument, NULL, OPT_TOP},
 		{"top-interval", required_argument, NULL, OPT_TOP_INTERVAL},
 		{"top-by", required_argument, NULL, OPT_TOP_BY},
+		{"follow-forks", no_argument, NULL, OPT_FOLLOW_FORKS},
 		{NULL, 0, NULL, 0},
 	};
 	*o = (struct cli_opts){.rate = CLI_DEFAULT_RATE, .stack_bytes = CLI_DEFAULT_STACK_BYTES,
@@ -209,6 +222,7 @@ enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, 
 			break;
 		case OPT_NO_STATUS: o->no_status = true; break;
 		case OPT_TOP: o->top = true; break;
+		case OPT_FOLLOW_FORKS: o->follow_forks = true; break;
 		case OPT_TOP_INTERVAL:
 			if (!parse_double(optarg, &o->top_interval) || !(o->top_interval >= 0.1) ||
 			    o->top_interval > 3600) {
@@ -286,6 +300,11 @@ enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, 
 	if (o->npids > 1 && o->output && !o->no_trace && !strstr(o->output, "%p")) {
 		set_err(err, errlen, "with several -p, each process needs its own trace: put %%p "
 			"(replaced by the PID) in the -o file name, e.g. -o trace-%%p.ctf");
+		return CLI_ERROR;
+	}
+	if (o->follow_forks && o->output && !o->no_trace && !strstr(o->output, "%p")) {
+		set_err(err, errlen, "with --follow-forks, each forked process needs its own trace: "
+			"put %%p (replaced by the PID) in the -o file name, e.g. -o trace-%%p.ctf");
 		return CLI_ERROR;
 	}
 	return CLI_OK;

@@ -34,6 +34,7 @@ struct cli_opts {
 	double snapshot_interval;  /* --snapshot-interval SEC; 0 = only on SIGUSR1 and at the end */
 	unsigned snapshot_keep;    /* --snapshot-keep N; 0 = keep all */
 	unsigned file_mode;        /* --file-mode MODE: trace and snapshot files (default 0600) */
+	bool follow_forks;         /* --follow-forks: trace forked processes too, each on its own */
 };
 
 #define CLI_DEFAULT_FILE_MODE 0600
@@ -41,6 +42,10 @@ struct cli_opts {
 /* The trace file of pid: o->output with every "%p" replaced by pid ("%%" is a "%"), or
  * memtrace-PID.ctf. Returns 0, or -1 if it does not fit in len. */
 int cli_output_path(const struct cli_opts *o, pid_t pid, char *buf, size_t len);
+/* The trace of the n-th program pid exec'd (n >= 1): base with ".execN" before its ".ctf"
+ * (trace.ctf -> trace.exec1.ctf), or appended when base does not end in ".ctf". 0, or -1 if
+ * it does not fit in len. */
+int cli_exec_output_path(const char *base, unsigned n, char *buf, size_t len);
 
 enum cli_result { CLI_OK = 0, CLI_EXIT_OK = 1 /* --help/--version printed */, CLI_ERROR = -1 };
 

@@ -47,6 +47,20 @@ struct session {
 	uint64_t last_tick_ns;
 	int out_fd;
 	uint64_t other_pid;
+	uint64_t (*exec_time)(void *ctx, pid_t pid);
+	void *exec_ctx;
+	uint64_t exec_ns;     /* the target exec'd then: later records are not ours (0: not yet) */
+	/* A target that had not mapped its libraries when the session opened (-- CMD before its
+	 * exec, a program just exec'd): the intake thread prepares the unwinder at the first
+	 * record, while the process surely runs (the session thread may handle that record only
+	 * after a short-lived process or program is gone), and hands it over through the queue. */
+	bool lazy_stacks;
+	bool intake_opens_stacks;         /* set before the intake thread starts */
+	bool early_tried;                 /* intake thread only */
+	struct stacks *early_stacks;      /* written before early_done is set */
+	char early_error[256];
+	atomic_bool early_done;
+	uint64_t after_exec;
 	uint64_t written_allocs, written_collects; /* kept when the writer is closed */
 	struct tracer_stats final_stats;
 	struct record_queue *queue;
@@ -124,7 +138,11 @@ static void on_alloc(void *ctx, const struct tracer_alloc *a)
 		s->other_pid++;
 		return;
 	}
-	if (!s->stacks) {
+	if (s->exec_ns && a->time_ns > s->exec_ns) { /* the new program's: its own session */
+		s->after_exec++;
+		return;
+	}
+	if (!s->stacks && !s->lazy_stacks) {
 		char e[256];
 		s->stacks = stacks_open(s->pid, e, sizeof e);
 		if (!s->stacks && !s->stacks_error[0])
@@ -155,6 +173,10 @@ static void on_free(void *ctx, const struct tracer_free *f)
 {
 	struct session *s = ctx;
 	if (s->failed || s->floor || (!s->out && !s->no_trace)) return;
+	if (s->exec_ns && f->time_ns > s->exec_ns) { /* the old heap is gone with its image */
+		s->after_exec++;
+		return;
+	}
 	struct trie_block b;
 	if (!trie_block_free(s->trie, f->seq, &b)) return; /* not a block of ours (or already freed) */
 	if (s->out && trace_out_collect(s->out, f->time_ns, b.id) < 0) trace_write_failed(s);
@@ -164,6 +186,11 @@ static void on_free(void *ctx, const struct tracer_free *f)
 static void queue_alloc(void *ctx, const struct tracer_alloc *a)
 {
 	struct session *s = ctx;
+	if (s->intake_opens_stacks && !s->early_tried && a->pid == (uint32_t)s->pid) {
+		s->early_tried = true;
+		s->early_stacks = stacks_open(s->pid, s->early_error, sizeof s->early_error);
+		atomic_store(&s->early_done, true);
+	}
 	if (rq_push_alloc(s->queue, a) < 0) atomic_store(&s->intake_failed, true);
 }
 
@@ -202,6 +229,15 @@ static void *intake_main(void *arg)
 /* Session thread: handle the queued records. */
 static void handle_items(struct session *s, struct rq_item *list)
 {
+	if (s->lazy_stacks && atomic_load(&s->early_done)) { /* the intake thread's unwinder */
+		s->lazy_stacks = false;
+		if (!s->stacks) s->stacks = s->early_stacks;
+		else if (s->early_stacks) stacks_close(s->early_stacks);
+		if (!s->stacks && !s->stacks_error[0])
+			snprintf(s->stacks_error, sizeof s->stacks_error, "%s", s->early_error);
+	}
+	/* taken before asking: an exec before any record of the list is known by now */
+	if (list && s->exec_time && !s->exec_ns) s->exec_ns = s->exec_time(s->exec_ctx, s->pid);
 	for (struct rq_item *it = list; it; it = it->next) {
 		if (it->is_free) on_free(s, &it->f);
 		else on_alloc(s, &it->a);
@@ -226,6 +262,8 @@ struct session *session_open(const struct session_opts *o, char *err, size_t err
 	s->no_trace = o->no_trace && !o->floor;
 	s->trace_optional = o->trace_optional;
 	s->out_fd = o->floor || o->no_trace ? -1 : o->out_fd;
+	s->exec_time = o->exec_time;
+	s->exec_ctx = o->exec_ctx;
 	s->mono_ns0 = clock_ns(CLOCK_MONOTONIC);
 	s->wall_us0 = s->last_us = clock_ns(CLOCK_REALTIME) / 1000;
 	char e[512] = "";
@@ -238,6 +276,7 @@ struct session *session_open(const struct session_opts *o, char *err, size_t err
 		/* A child held before its exec still has our mappings: its unwinder is prepared at
 		 * its first sample, when its allocator is mapped (stacks' own automatic refresh is
 		 * rate-limited and would lose the first samples). */
+		s->lazy_stacks = s->intake_opens_stacks = o->spawned && !o->floor;
 		if (!o->spawned) {
 			s->stacks = stacks_open(o->pid, e, sizeof e);
 			if (!s->stacks) {
@@ -287,6 +326,22 @@ fail:
 void session_target_started(struct session *s)
 {
 	(void)s; /* the unwinder is prepared at the first sample (see session_open) */
+}
+
+int session_add_sites(struct session *s, const struct alloc_sites *added, char *err, size_t errlen)
+{
+	if (s->finished || !s->tracer) {
+		snprintf(err, errlen, "the session is finished");
+		return -1;
+	}
+	int rc = tracer_attach_sites(s->tracer, added, err, errlen);
+	session_refresh_mappings(s);
+	return rc;
+}
+
+void session_refresh_mappings(struct session *s)
+{
+	if (s->stacks) stacks_refresh(s->stacks);
 }
 
 static void tick(struct session *s)
@@ -359,6 +414,7 @@ void session_get_totals(struct session *s, struct session_totals *t)
 	t->drop_stack_copy = st.drop_stack_copy;
 	t->reconciled_frees = st.reconciled_frees;
 	t->other_pid = s->other_pid;
+	t->after_exec = s->after_exec;
 	t->written_allocs = s->out ? trace_out_allocs(s->out) : s->no_trace ? s->next_id
 							      : s->written_allocs;
 	if (s->trace_lost) t->written_allocs = s->next_id; /* samples recorded in all */
@@ -402,6 +458,10 @@ void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 			(unsigned long long)t.unwind_truncated, (unsigned long long)t.unwind_errors);
 	if (t.other_pid) fprintf(out, "; %llu records of other processes ignored",
 				 (unsigned long long)t.other_pid);
+	if (!s->stacks && s->stacks_error[0])
+		fprintf(out, "; no stacks: %s", s->stacks_error);
+	if (t.after_exec) fprintf(out, "; %llu records after the exec ignored (the new program's)",
+				  (unsigned long long)t.after_exec);
 	if (s->trace_lost && trace_path)
 		fprintf(out, "; trace %s cut short by a failed write (%llu bytes)", trace_path,
 			(unsigned long long)t.trace_bytes);
@@ -442,6 +502,8 @@ void session_close(struct session *s)
 	rq_destroy(s->queue);
 	if (s->out) trace_out_close(s->out, NULL, 0);
 	if (s->stacks) stacks_close(s->stacks);
+	if (s->lazy_stacks && atomic_load(&s->early_done) && s->early_stacks)
+		stacks_close(s->early_stacks); /* never handed over */
 	trie_free(s->trie);
 	free(s);
 }

@@ -24,6 +24,12 @@ struct session_opts {
 	                            trace only, not the session (session_finish then returns < 0) */
 	const char *executable;  /* the target's executable, for the trace info */
 	const struct alloc_sites *sites;
+	/* Optional: the CLOCK_MONOTONIC time at which pid exec'd a new program, 0 if it has not
+	 * (lifecycle_exec_time). Asked after each batch of records is taken and before it is
+	 * handled: records stamped after the exec belong to the new program and are ignored
+	 * (the exec record is written before the new image can allocate anything). */
+	uint64_t (*exec_time)(void *ctx, pid_t pid);
+	void *exec_ctx;
 };
 
 struct session_totals {
@@ -34,6 +40,7 @@ struct session_totals {
 	uint64_t drop_ringbuf, drop_map_full, drop_stack_copy;
 	uint64_t reconciled_frees;
 	uint64_t other_pid;                   /* records of another process, ignored */
+	uint64_t after_exec;                  /* records stamped after the target's exec, ignored */
 	uint64_t unwind_truncated, unwind_errors;
 	uint64_t contexts;                    /* trie nodes */
 	uint64_t trace_bytes;
@@ -50,6 +57,11 @@ void session_target_started(struct session *s);
 /* Waits up to timeout_ms for records and handles them; once a second flushes the trace and
  * reconciles lost frees. < 0 on a fatal error (message in session_error). */
 int session_poll(struct session *s, int timeout_ms);
+/* Probes the sites of a library mapped since (dlopen; they must not be probed yet) and re-reads
+ * the mappings for the unwinder. 0, or -1 with a message (tracing goes on). */
+int session_add_sites(struct session *s, const struct alloc_sites *added, char *err, size_t errlen);
+/* The mappings changed (dlopen, dlclose): re-read them for the unwinder. */
+void session_refresh_mappings(struct session *s);
 /* Drains what is left, reconciles, detaches (the target runs on unharmed) and closes the trace.
  * < 0 if the trace could not be written completely. */
 int session_finish(struct session *s);

@@ -1,0 +1,31 @@
+/* Lifecycle workload: a program that execs another one (tests/test_lifecycle.sh).
+ *
+ *   life_exec DIR N PROG ARGS...
+ *
+ * Allocates N blocks of 40 bytes at before_exec_site (kept: live at the exec), prints
+ * "truth before_exec_site N", then execs PROG ARGS (life_exec_after). */
+#include "life_common.h"
+
+static void *kept[100000];
+
+static NOINLINE void *before_exec_site(size_t n)
+{
+	void *p = malloc(n);
+	memset(p, 1, n);
+	return p;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 4) {
+		fprintf(stderr, "usage: life_exec DIR N PROG ARGS...\n");
+		return 2;
+	}
+	int n = atoi(argv[2]);
+	for (int i = 0; i < n && i < 100000; i++) kept[i] = before_exec_site(40);
+	printf("truth before_exec_site %d\n", n);
+	fflush(stdout);
+	execv(argv[3], &argv[3]);
+	perror("life_exec: execv");
+	return 1;
+}

@@ -1,0 +1,56 @@
+/* What traced processes do besides allocating: exec, fork, dlopen (owner: LIFECYCLE).
+ *
+ * The BPF watcher (bpf/lifecycle.bpf.c): BTF tracepoints sched_process_exec and
+ * sched_process_fork filtered on the watched processes, and a uprobe on each watched
+ * process's ld.so _dl_debug_state (called around every dlopen/dlclose). Where the BPF watcher
+ * cannot load, a fallback polls /proc: a change of /proc/PID/exe's identity is an exec, a
+ * change of the set of mapped files a dlopen; forks are not seen then.
+ *
+ * Events are queued in arrival order; lifecycle_exec_time lets a session cut its records at an
+ * exec (everything the old image allocated was submitted before the exec record). One thread
+ * uses a struct lifecycle. */
+#ifndef MEMTRACED_LIFECYCLE_H
+#define MEMTRACED_LIFECYCLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "allocsyms.h"
+#include "lifecycle_events.h"
+
+struct lifecycle_event {
+	enum lc_kind kind;
+	pid_t pid;        /* the watched process */
+	pid_t child;      /* LC_FORK: the new process */
+	uint64_t time_ns; /* CLOCK_MONOTONIC; the fallback's detection time */
+};
+
+struct lifecycle;
+
+/* Loads the BPF watcher; on failure the /proc fallback (*note says why, else ""). NULL only
+ * when out of memory. env MEMTRACED_LIFECYCLE=proc forces the fallback (tests). */
+struct lifecycle *lifecycle_open(bool follow_forks, char *note, size_t notelen);
+bool lifecycle_uses_bpf(const struct lifecycle *lc);
+/* Starts (or after an exec, renews) watching pid. A process without ld.so (static) gets no
+ * dlopen probe: *note says so. Returns 0, or -1 with a message. */
+int lifecycle_watch(struct lifecycle *lc, pid_t pid, char *note, size_t notelen);
+void lifecycle_unwatch(struct lifecycle *lc, pid_t pid);
+/* Reads what arrived into the queue (non-blocking). */
+void lifecycle_drain(struct lifecycle *lc);
+/* Drains, then: the time of the first queued exec of pid, or 0. */
+uint64_t lifecycle_exec_time(struct lifecycle *lc, pid_t pid);
+/* Takes the oldest queued event. false when there is none. */
+bool lifecycle_next(struct lifecycle *lc, struct lifecycle_event *ev);
+uint64_t lifecycle_lost(const struct lifecycle *lc);
+void lifecycle_close(struct lifecycle *lc);
+
+/* Allocation functions defined by objects pid maps now and `have` does not probe (a library
+ * dlopen'ed since): every allocation function each such object defines itself (forwarders to
+ * another allocation function left out), whoever binds to it (RTLD_DEEPBIND, dlsym).
+ * added->n == 0 when nothing is new. Returns 0, or -1 with a message. */
+int alloc_sites_added(pid_t pid, const struct alloc_sites *have, struct alloc_sites *added,
+		      char *err, size_t errlen);
+
+#endif

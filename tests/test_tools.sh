@@ -91,6 +91,16 @@ else
 	skip pprof_go "go (golang-go) is needed to read the profile back (make deps)"
 fi
 
+# ---- an empty --from/--to window is bad usage (exit 2) in every tool that takes one
+bad=""
+for tool in report flamegraph pprof; do
+	o=(-o "$TMP/window.out"); [ $tool = report ] && o=()
+	out=$("$BIN/memtrace-$tool" --from 2 --to 1 "${o[@]}" "$M" 2>&1); rc=$?
+	[ $rc = 2 ] && printf '%s' "$out" | grep -q "^memtrace-$tool: --to (1) is before --from (2)$" ||
+		bad="$bad $tool (rc $rc: $out)"
+done
+if [ -z "$bad" ]; then pass tools_empty_window; else fail tools_empty_window "$bad"; fi
+
 # ---- every tool rejects every malformed trace with the reader's message (the same for all)
 bad=0
 for t in "$DATA"/memtrace/malformed/*.ctf; do

@@ -4,12 +4,13 @@
  * symbolic stacks (file:line function of every frame), not by location codes, so traces
  * written by different runs compare. */
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "heapview.h"
+#include "heapview_cli.h"
+
+#define PROG "memtrace-diff"
 
 typedef struct delta {
 	const hv_row *a, *b; /* either may be NULL */
@@ -54,36 +55,15 @@ static const char *fmt_bytes(double b, int raw, char *buf)
 	return buf;
 }
 
-static const char *fmt_plain(double b, int raw, char *buf)
-{
-	if (raw) {
-		snprintf(buf, 32, "%.0f", b);
-		return buf;
-	}
-	return hv_human_bytes(b, buf);
-}
-
 static void print_delta(const delta *d, size_t rank, int raw, int frames, const hv_heap *ha,
 			const hv_heap *hb)
 {
 	char c[32], a[32], b[32];
 	const hv_row *r = d->b ? d->b : d->a;
 	printf("%3zu. %s  live %s -> %s  %s\n", rank, fmt_bytes(d->change, raw, c),
-	       fmt_plain(d->a ? d->a->counts.live_bytes : 0, raw, a),
-	       fmt_plain(d->b ? d->b->counts.live_bytes : 0, raw, b), r->key);
+	       hv_cli_bytes(d->a ? d->a->counts.live_bytes : 0, raw, a),
+	       hv_cli_bytes(d->b ? d->b->counts.live_bytes : 0, raw, b), r->key);
 	hv_print_stack(stdout, d->b ? hb : ha, r->heaviest_ctx, "       ", frames);
-}
-
-static int parse_number(const char *opt, const char *s, double *out)
-{
-	char *end;
-	double v = strtod(s, &end);
-	if (!*s || *end || !isfinite(v) || v < 0) {
-		fprintf(stderr, "memtrace-diff: %s wants a number >= 0, not \"%s\"\n", opt, s);
-		return -1;
-	}
-	*out = v;
-	return 0;
 }
 
 int main(int argc, char **argv)
@@ -100,11 +80,11 @@ int main(int argc, char **argv)
 	int raw = 0, c;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'n': if (parse_number("--top", optarg, &top)) return 2; break;
-		case 'F': if (parse_number("--frames", optarg, &frames)) return 2; break;
+		case 'n': if (hv_cli_number(PROG, "--top", optarg, &top)) return 2; break;
+		case 'F': if (hv_cli_number(PROG, "--frames", optarg, &frames)) return 2; break;
 		case 'g':
 			if (hv_parse_group(optarg, &group) < 0) {
-				fprintf(stderr, "memtrace-diff: --group wants function, line or stack, not \"%s\"\n", optarg);
+				fprintf(stderr, PROG ": --group wants function, line or stack, not \"%s\"\n", optarg);
 				return 2;
 			}
 			break;
@@ -114,24 +94,16 @@ int main(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
-	if (optind != argc - 2) {
-		fprintf(stderr, "memtrace-diff: expected two trace files, A and B\n");
-		usage(stderr);
+	if (hv_cli_operands(PROG, argc - optind, 2, "two trace files, A and B", usage) < 0)
 		return 2;
-	}
 	hv_heap *h[2] = { 0 };
 	hv_rows rows[2] = { 0 };
 	int rc = 1;
 	for (int i = 0; i < 2; i++) {
-		char *err = NULL;
-		h[i] = hv_load(argv[optind + i], &opt, &err);
-		if (!h[i]) {
-			fprintf(stderr, "memtrace-diff: %s\n", err ? err : "cannot read trace");
-			free(err);
-			goto out;
-		}
+		h[i] = hv_cli_load(PROG, argv[optind + i], &opt);
+		if (!h[i]) goto out;
 		if (hv_group_rows(h[i], group, 1, &rows[i]) < 0) {
-			fprintf(stderr, "memtrace-diff: out of memory\n");
+			fprintf(stderr, PROG ": out of memory\n");
 			goto out;
 		}
 	}
@@ -140,7 +112,7 @@ int main(int argc, char **argv)
 	qsort(rows[0].rows, rows[0].n, sizeof *rows[0].rows, cmp_row_key);
 	qsort(rows[1].rows, rows[1].n, sizeof *rows[1].rows, cmp_row_key);
 	delta *d = calloc(rows[0].n + rows[1].n + 1, sizeof *d);
-	if (!d) { fprintf(stderr, "memtrace-diff: out of memory\n"); goto out; }
+	if (!d) { fprintf(stderr, PROG ": out of memory\n"); goto out; }
 	size_t n = 0, ia = 0, ib = 0;
 	while (ia < rows[0].n || ib < rows[1].n) {
 		int cmp = ia == rows[0].n ? 1 : ib == rows[1].n ? -1
@@ -155,8 +127,8 @@ int main(int argc, char **argv)
 
 	char ta[32], tb[32], tc[32];
 	double la = hv_total(h[0])->live_bytes, lb = hv_total(h[1])->live_bytes;
-	printf("A %s: live %s\nB %s: live %s\nchange: %s\n", argv[optind], fmt_plain(la, raw, ta),
-	       argv[optind + 1], fmt_plain(lb, raw, tb), fmt_bytes(lb - la, raw, tc));
+	printf("A %s: live %s\nB %s: live %s\nchange: %s\n", argv[optind], hv_cli_bytes(la, raw, ta),
+	       argv[optind + 1], hv_cli_bytes(lb, raw, tb), fmt_bytes(lb - la, raw, tc));
 
 	printf("\nGrew (live bytes B - A, largest first):\n");
 	size_t shown = 0;

@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "hash.h"
-#include "heapview.h"
+#include "heapview_cli.h"
+
+#define PROG "memtrace-flamegraph"
 
 /* One frame of the flame graph: contexts merged by their frame labels from the root. Inlined
  * source locations are frames of their own, marked inlined. */
@@ -33,7 +35,7 @@ typedef struct flame {
 
 static void die_oom(void)
 {
-	fprintf(stderr, "memtrace-flamegraph: out of memory\n");
+	fprintf(stderr, PROG ": out of memory\n");
 	exit(1);
 }
 
@@ -437,18 +439,6 @@ static void usage(FILE *f)
 	      f);
 }
 
-static int parse_number(const char *opt, const char *s, double *out)
-{
-	char *end;
-	double v = strtod(s, &end);
-	if (!*s || *end || !isfinite(v) || v < 0) {
-		fprintf(stderr, "memtrace-flamegraph: %s wants a number >= 0, not \"%s\"\n", opt, s);
-		return -1;
-	}
-	*out = v;
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -469,31 +459,24 @@ int main(int argc, char **argv)
 		case 'o': output = optarg; break;
 		case 'F': folded = 1; break;
 		case 'n': with_lines = 1; break;
-		case 'f': if (parse_number("--from", optarg, &opt.from_s)) return 2; break;
-		case 't': if (parse_number("--to", optarg, &opt.to_s)) return 2; break;
+		case 'f': if (hv_cli_number(PROG, "--from", optarg, &opt.from_s)) return 2; break;
+		case 't': if (hv_cli_number(PROG, "--to", optarg, &opt.to_s)) return 2; break;
 		case 'T': title = optarg; break;
 		case 'L': opt.lenient = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (optind != argc - 1) {
-		fprintf(stderr, "memtrace-flamegraph: expected one trace file\n");
-		usage(stderr);
+	if (hv_cli_operands(PROG, argc - optind, 1, "one trace file", usage) < 0 ||
+	    hv_cli_window(PROG, &opt) < 0)
 		return 2;
-	}
 	if (!output && !folded) {
-		fprintf(stderr, "memtrace-flamegraph: say where the SVG goes: -o OUT.svg (or -o - for stdout)\n");
+		fprintf(stderr, PROG ": say where the SVG goes: -o OUT.svg (or -o - for stdout)\n");
 		return 2;
 	}
 	const char *path = argv[optind];
-	char *err = NULL;
-	hv_heap *h = hv_load(path, &opt, &err);
-	if (!h) {
-		fprintf(stderr, "memtrace-flamegraph: %s\n", err ? err : "cannot read trace");
-		free(err);
-		return 1;
-	}
+	hv_heap *h = hv_cli_load(PROG, path, &opt);
+	if (!h) return 1;
 	flame f = { 0 };
 	build_flame(h, &f, live, with_lines);
 
@@ -525,7 +508,7 @@ int main(int argc, char **argv)
 	} else if (fflush(out) != 0) {
 		rc = -1;
 	}
-	if (rc < 0) fprintf(stderr, "memtrace-flamegraph: writing %s failed\n", output ? output : "output");
+	if (rc < 0) fprintf(stderr, PROG ": writing %s failed\n", output ? output : "output");
 	flame_free(&f);
 	hv_free(h);
 	return rc < 0 ? 1 : 0;

@@ -13,8 +13,10 @@
 #include <zlib.h>
 
 #include "hash.h"
-#include "heapview.h"
+#include "heapview_cli.h"
 #include "profile.pb-c.h"
+
+#define PROG "memtrace-pprof"
 
 typedef Perftools__Profiles__Profile Profile;
 typedef Perftools__Profiles__ValueType ValueType;
@@ -28,7 +30,7 @@ static void *xcalloc(size_t n, size_t size)
 {
 	void *p = calloc(n ? n : 1, size);
 	if (!p) {
-		fprintf(stderr, "memtrace-pprof: out of memory\n");
+		fprintf(stderr, PROG ": out of memory\n");
 		exit(1);
 	}
 	return p;
@@ -38,7 +40,7 @@ static void *xrealloc(void *p, size_t size)
 {
 	p = realloc(p, size ? size : 1);
 	if (!p) {
-		fprintf(stderr, "memtrace-pprof: out of memory\n");
+		fprintf(stderr, PROG ": out of memory\n");
 		exit(1);
 	}
 	return p;
@@ -115,7 +117,7 @@ static int64_t intern(strtab *t, const char *s)
 	}
 	t->s[t->n] = strdup(s);
 	if (!t->s[t->n]) {
-		fprintf(stderr, "memtrace-pprof: out of memory\n");
+		fprintf(stderr, PROG ": out of memory\n");
 		exit(1);
 	}
 	uint64_t k = mt_fnv1a_str(s);
@@ -312,7 +314,7 @@ static int write_gzip(const char *output, const uint8_t *buf, size_t len)
 {
 	gzFile gz = strcmp(output, "-") ? gzopen(output, "wb9") : gzdopen(dup(STDOUT_FILENO), "wb9");
 	if (!gz) {
-		fprintf(stderr, "memtrace-pprof: cannot open %s for writing\n", output);
+		fprintf(stderr, PROG ": cannot open %s for writing\n", output);
 		return -1;
 	}
 	size_t done = 0;
@@ -324,7 +326,7 @@ static int write_gzip(const char *output, const uint8_t *buf, size_t len)
 	}
 	int rc = gzclose(gz);
 	if (done != len || rc != Z_OK) {
-		fprintf(stderr, "memtrace-pprof: writing %s failed\n", output);
+		fprintf(stderr, PROG ": writing %s failed\n", output);
 		return -1;
 	}
 	return 0;
@@ -341,18 +343,6 @@ static void usage(FILE *f)
 	      f);
 }
 
-static int parse_number(const char *opt, const char *s, double *out)
-{
-	char *end;
-	double v = strtod(s, &end);
-	if (!*s || *end || !isfinite(v) || v < 0) {
-		fprintf(stderr, "memtrace-pprof: %s wants a number >= 0, not \"%s\"\n", opt, s);
-		return -1;
-	}
-	*out = v;
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -366,29 +356,22 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o': output = optarg; break;
-		case 'f': if (parse_number("--from", optarg, &opt.from_s)) return 2; break;
-		case 't': if (parse_number("--to", optarg, &opt.to_s)) return 2; break;
+		case 'f': if (hv_cli_number(PROG, "--from", optarg, &opt.from_s)) return 2; break;
+		case 't': if (hv_cli_number(PROG, "--to", optarg, &opt.to_s)) return 2; break;
 		case 'L': opt.lenient = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (optind != argc - 1) {
-		fprintf(stderr, "memtrace-pprof: expected one trace file\n");
-		usage(stderr);
+	if (hv_cli_operands(PROG, argc - optind, 1, "one trace file", usage) < 0 ||
+	    hv_cli_window(PROG, &opt) < 0)
 		return 2;
-	}
 	if (!output) {
-		fprintf(stderr, "memtrace-pprof: say where the profile goes: -o OUT.pb.gz (or -o - for stdout)\n");
+		fprintf(stderr, PROG ": say where the profile goes: -o OUT.pb.gz (or -o - for stdout)\n");
 		return 2;
 	}
-	char *err = NULL;
-	hv_heap *h = hv_load(argv[optind], &opt, &err);
-	if (!h) {
-		fprintf(stderr, "memtrace-pprof: %s\n", err ? err : "cannot read trace");
-		free(err);
-		return 1;
-	}
+	hv_heap *h = hv_cli_load(PROG, argv[optind], &opt);
+	if (!h) return 1;
 	builder b = { .h = h };
 	Profile p = PERFTOOLS__PROFILES__PROFILE__INIT;
 	build(&b, &p, argv[optind]);

@@ -1,12 +1,13 @@
 /* memtrace-report: the top allocation sites of a trace, by estimated bytes allocated and by
  * bytes still live at the end (of the trace or of a --from/--to window), with call stacks. */
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "heapview.h"
+#include "heapview_cli.h"
+
+#define PROG "memtrace-report"
 
 static void usage(FILE *f)
 {
@@ -37,15 +38,6 @@ static int cmp_rows(const void *a, const void *b)
 	return strcmp(x->key, y->key);
 }
 
-static const char *fmt_bytes(double b, int raw, char *buf)
-{
-	if (raw) {
-		snprintf(buf, 32, "%.0f", b);
-		return buf;
-	}
-	return hv_human_bytes(b, buf);
-}
-
 static void print_table(const hv_heap *h, hv_rows *rows, int by_live, size_t top, int frames,
 			int raw, const char *group_name)
 {
@@ -62,8 +54,8 @@ static void print_table(const hv_heap *h, hv_rows *rows, int by_live, size_t top
 		if (by_live && v <= 0) break; /* nothing live left in the rest */
 		char a[32], l[32], v_s[32];
 		printf("%3zu. %s  %5.1f%%  allocated %s  live %s  objects ~%.0f (%llu samples)  %s\n",
-		       ++shown, fmt_bytes(v, raw, v_s), denom > 0 ? 100.0 * v / denom : 0.0,
-		       fmt_bytes(r->counts.alloc_bytes, raw, l), fmt_bytes(r->counts.live_bytes, raw, a),
+		       ++shown, hv_cli_bytes(v, raw, v_s), denom > 0 ? 100.0 * v / denom : 0.0,
+		       hv_cli_bytes(r->counts.alloc_bytes, raw, l), hv_cli_bytes(r->counts.live_bytes, raw, a),
 		       by_live ? r->counts.live_objects : r->counts.alloc_objects,
 		       (unsigned long long)(by_live ? r->counts.live_samples : r->counts.alloc_samples),
 		       r->key);
@@ -72,18 +64,6 @@ static void print_table(const hv_heap *h, hv_rows *rows, int by_live, size_t top
 		hv_print_stack(stdout, h, r->heaviest_ctx, "       ", frames);
 	}
 	if (!shown) printf("     (none)\n");
-}
-
-static int parse_number(const char *opt, const char *s, double *out)
-{
-	char *end;
-	double v = strtod(s, &end);
-	if (!*s || *end || !isfinite(v) || v < 0) {
-		fprintf(stderr, "memtrace-report: %s wants a number >= 0, not \"%s\"\n", opt, s);
-		return -1;
-	}
-	*out = v;
-	return 0;
 }
 
 int main(int argc, char **argv)
@@ -103,18 +83,18 @@ int main(int argc, char **argv)
 	int raw = 0, c;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'n': if (parse_number("--top", optarg, &top)) return 2; break;
-		case 'F': if (parse_number("--frames", optarg, &frames)) return 2; break;
-		case 'f': if (parse_number("--from", optarg, &opt.from_s)) return 2; break;
-		case 't': if (parse_number("--to", optarg, &opt.to_s)) return 2; break;
+		case 'n': if (hv_cli_number(PROG, "--top", optarg, &top)) return 2; break;
+		case 'F': if (hv_cli_number(PROG, "--frames", optarg, &frames)) return 2; break;
+		case 'f': if (hv_cli_number(PROG, "--from", optarg, &opt.from_s)) return 2; break;
+		case 't': if (hv_cli_number(PROG, "--to", optarg, &opt.to_s)) return 2; break;
 		case 'b':
 			if (!strcmp(optarg, "alloc")) which = 1;
 			else if (!strcmp(optarg, "live")) which = 2;
-			else { fprintf(stderr, "memtrace-report: --by wants alloc or live, not \"%s\"\n", optarg); return 2; }
+			else { fprintf(stderr, PROG ": --by wants alloc or live, not \"%s\"\n", optarg); return 2; }
 			break;
 		case 'g':
 			if (hv_parse_group(optarg, &group) < 0) {
-				fprintf(stderr, "memtrace-report: --group wants function, line or stack, not \"%s\"\n", optarg);
+				fprintf(stderr, PROG ": --group wants function, line or stack, not \"%s\"\n", optarg);
 				return 2;
 			}
 			group_name = optarg;
@@ -125,22 +105,11 @@ int main(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
-	if (optind != argc - 1) {
-		fprintf(stderr, "memtrace-report: expected one trace file\n");
-		usage(stderr);
+	if (hv_cli_operands(PROG, argc - optind, 1, "one trace file", usage) < 0 ||
+	    hv_cli_window(PROG, &opt) < 0)
 		return 2;
-	}
-	if (opt.to_s >= 0 && opt.to_s < opt.from_s) {
-		fprintf(stderr, "memtrace-report: --to (%g) is before --from (%g)\n", opt.to_s, opt.from_s);
-		return 2;
-	}
-	char *err = NULL;
-	hv_heap *h = hv_load(argv[optind], &opt, &err);
-	if (!h) {
-		fprintf(stderr, "memtrace-report: %s\n", err ? err : "cannot read trace");
-		free(err);
-		return 1;
-	}
+	hv_heap *h = hv_cli_load(PROG, argv[optind], &opt);
+	if (!h) return 1;
 	const mt_trace_info *info = hv_info(h);
 	const hv_counts *t = hv_total(h);
 	char a[32], l[32];
@@ -150,8 +119,8 @@ int main(int argc, char **argv)
 	printf("window: %.3f s .. %.3f s since start", opt.from_s,
 	       (double)(hv_end_time_us(h) - info->start_time_us) / 1e6);
 	printf("; allocated %s (~%.0f objects, %llu samples), live at the end %s (~%.0f objects)\n",
-	       fmt_bytes(t->alloc_bytes, raw, a), t->alloc_objects,
-	       (unsigned long long)t->alloc_samples, fmt_bytes(t->live_bytes, raw, l),
+	       hv_cli_bytes(t->alloc_bytes, raw, a), t->alloc_objects,
+	       (unsigned long long)t->alloc_samples, hv_cli_bytes(t->live_bytes, raw, l),
 	       t->live_objects);
 
 	int rc = 0;
@@ -159,7 +128,7 @@ int main(int argc, char **argv)
 		if (which && which != pass) continue;
 		hv_rows rows;
 		if (hv_group_rows(h, group, pass == 2, &rows) < 0) {
-			fprintf(stderr, "memtrace-report: out of memory\n");
+			fprintf(stderr, PROG ": out of memory\n");
 			rc = 1;
 			break;
 		}

@@ -1,0 +1,49 @@
+/* Command-line plumbing shared by the heapview tools (see heapview_cli.h). */
+#include "heapview_cli.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+int hv_cli_number(const char *prog, const char *opt, const char *s, double *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (!*s || *end || !isfinite(v) || v < 0) {
+		fprintf(stderr, "%s: %s wants a number >= 0, not \"%s\"\n", prog, opt, s);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+int hv_cli_operands(const char *prog, int nargs, int want, const char *what,
+		    void (*usage)(FILE *))
+{
+	if (nargs == want) return 0;
+	fprintf(stderr, "%s: expected %s\n", prog, what);
+	usage(stderr);
+	return -1;
+}
+
+int hv_cli_window(const char *prog, const hv_options *opt)
+{
+	if (opt->to_s < 0 || opt->to_s >= opt->from_s) return 0;
+	fprintf(stderr, "%s: --to (%g) is before --from (%g)\n", prog, opt->to_s, opt->from_s);
+	return -1;
+}
+
+hv_heap *hv_cli_load(const char *prog, const char *path, const hv_options *opt)
+{
+	char *err = NULL;
+	hv_heap *h = hv_load(path, opt, &err);
+	if (!h) fprintf(stderr, "%s: %s\n", prog, err ? err : "cannot read trace");
+	free(err);
+	return h;
+}
+
+const char *hv_cli_bytes(double bytes, int raw, char *buf)
+{
+	if (!raw) return hv_human_bytes(bytes, buf);
+	snprintf(buf, 32, "%.0f", bytes);
+	return buf;
+}

@@ -1,0 +1,30 @@
+/* Command-line plumbing shared by the heapview tools (memtrace-report, memtrace-diff,
+ * memtrace-flamegraph, memtrace-pprof): number options, operands, the time window, loading a
+ * trace, byte columns. Every message goes to stderr as "PROG: what is wrong"; the tools exit
+ * with 2 on bad usage and 1 on a trace they cannot read. */
+#ifndef MEMTRACE_HEAPVIEW_CLI_H
+#define MEMTRACE_HEAPVIEW_CLI_H
+
+#include <stdio.h>
+#include "heapview.h"
+
+/* Parses s, the value of option opt, as a finite number >= 0 into *out; else says so and
+ * returns -1. */
+int hv_cli_number(const char *prog, const char *opt, const char *s, double *out);
+
+/* 0 if there are nargs == want operands; else prints "PROG: expected WHAT" and the usage to
+ * stderr and returns -1. */
+int hv_cli_operands(const char *prog, int nargs, int want, const char *what,
+		    void (*usage)(FILE *));
+
+/* 0 if the --from/--to window is not empty; else says so and returns -1. */
+int hv_cli_window(const char *prog, const hv_options *opt);
+
+/* hv_load, or NULL after printing "PROG: why". */
+hv_heap *hv_cli_load(const char *prog, const char *path, const hv_options *opt);
+
+/* A byte count for a table: exact ("1234") when raw, else human ("1.2 KiB"). buf holds 32
+ * chars. */
+const char *hv_cli_bytes(double bytes, int raw, char *buf);
+
+#endif

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -544,6 +546,75 @@ static void test_errors(void)
 	close(fd);
 }
 
+/* Writes the stream to a regular file that runs out of room: the write that fails takes part
+ * of a packet first (short write, then ENOSPC or EPERM). The writer must cut that part off: the
+ * file ends with the last whole packet and reads cleanly to its end. */
+static void check_full_file(const char *tag, int fd)
+{
+	char name[64];
+	mt_writer *w = mt_writer_open(fd, &info, locations, NULL);
+	snprintf(name, sizeof name, "%s_open", tag);
+	CHECK(name, w != NULL);
+	if (!w) return;
+	write_stream(w);
+	uint64_t written = mt_writer_bytes_written(w);
+	snprintf(name, sizeof name, "%s_write_fails", tag);
+	CHECKF(name, strstr(mt_writer_error(w), "write to trace failed"), "%s", mt_writer_error(w));
+	int rc = mt_writer_close(w);
+	snprintf(name, sizeof name, "%s_close_reports", tag);
+	CHECK(name, rc < 0);
+
+	size_t len;
+	uint8_t *b = slurp(fd, &len);
+	struct walk wk;
+	int packets = walk(b, len, &wk);
+	snprintf(name, sizeof name, "%s_whole_packets", tag);
+	CHECKF(name, len > 0 && len == written && packets > 2, "%zu bytes in the file, %llu written, "
+	       "%d packets: %s", len, (unsigned long long)written, packets, wk.msg);
+	mt_reader *r = reopen(fd);
+	mt_event ev;
+	int n = 0, next = -1;
+	while (r && (next = mt_reader_next(r, &ev)) > 0) n++;
+	snprintf(name, sizeof name, "%s_reads_to_the_end", tag);
+	CHECKF(name, r && next == 0 && n > 0, "%d events, then %d: %s", n, next,
+	       r ? mt_reader_error(r) : "no reader");
+	if (r) mt_reader_close(r);
+	free(b);
+}
+
+static void test_full_disk(void)
+{
+	/* A 64 KiB tmpfs, mounted in a private mount namespace (needs root). */
+	char dir[] = "/tmp/mt-full-disk.XXXXXX";
+	int mounted = 0;
+	if (mkdtemp(dir)) {
+		if (unshare(CLONE_NEWNS) == 0) mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
+		mounted = mount("tmpfs", dir, "tmpfs", 0, "size=64k") == 0;
+	}
+	if (mounted) {
+		char path[64];
+		snprintf(path, sizeof path, "%s/trace.ctf", dir);
+		int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+		check_full_file("full_disk_tmpfs", fd);
+		close(fd);
+		umount2(dir, MNT_DETACH);
+	} else if (getenv("CI") && !strcmp(getenv("CI"), "true")) {
+		printf("FAIL full_disk_tmpfs: cannot mount a tmpfs (in CI this is a failure): %s\n",
+		       strerror(errno));
+		check_failures++;
+	} else {
+		printf("SKIP full_disk_tmpfs: cannot mount a tmpfs (root needed): %s\n", strerror(errno));
+	}
+	rmdir(dir);
+
+	/* The same without a mount: a memfd sealed against growing refuses to go past 48 KiB. */
+	int fd = memfd_create("full", MFD_ALLOW_SEALING);
+	int sealed = fd >= 0 && ftruncate(fd, 48 << 10) == 0 && fcntl(fd, F_ADD_SEALS, F_SEAL_GROW) == 0;
+	CHECK("full_file_sealed_setup", sealed);
+	if (sealed) check_full_file("full_file_sealed", fd);
+	if (fd >= 0) close(fd);
+}
+
 int main(void)
 {
 	test_empty_trace();
@@ -555,5 +626,6 @@ int main(void)
 	test_long_info();
 	test_interrupted_writes();
 	test_errors();
+	test_full_disk();
 	return CHECK_DONE();
 }

@@ -8,13 +8,15 @@
  *
  * Failures: a failed write (after retrying EINTR and completing short writes) or an
  * allocation failure makes the writer "failed": the message stays in mt_writer_error, every
- * later call returns < 0 and writes nothing, so the file holds only whole packets written
- * before the failure. Bad arguments (unknown id, bad source...) fail only that call. */
+ * later call returns < 0 and writes nothing. A packet that fails partway (a full disk takes
+ * part of it) is cut off again when the fd is a regular file, so the file holds only the
+ * whole packets written before the failure; a pipe or socket keeps what it took. Bad
+ * arguments (unknown id, bad source...) fail only that call. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bt_encoder.h"
@@ -30,6 +32,7 @@
 
 struct mt_writer {
 	int fd;
+	int regular_file; /* a packet that fails partway can be cut off (ftruncate) */
 	int failed;
 	char err[256];
 	mt_locations_fn locations;
@@ -60,34 +63,35 @@ struct mt_writer {
 	uint8_t scratch[MT_MAX_PACKET];
 };
 
-static void set_error(mt_writer *w, const char *fmt, ...)
+#define set_error(w, ...) snprintf((w)->err, sizeof (w)->err, __VA_ARGS__)
+
+/* Sets the error and makes the writer failed (sticky); returns -1. */
+#define fail(w, ...) (set_error(w, __VA_ARGS__), (w)->failed = 1, -1)
+
+/* Cuts a regular file back to `start`, where the packet that failed partway began. */
+static void cut_partial_packet(mt_writer *w, off_t start, size_t partial)
 {
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(w->err, sizeof w->err, fmt, ap);
-	va_end(ap);
+	if (!w->regular_file || start < 0 || !partial) return;
+	if (ftruncate(w->fd, start) < 0) return; /* the error already reported says enough */
+	lseek(w->fd, start, SEEK_SET);
+	w->bytes_written -= partial;
 }
 
-static int fail(mt_writer *w, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(w->err, sizeof w->err, fmt, ap);
-	va_end(ap);
-	w->failed = 1;
-	return -1;
-}
-
-/* One write() for the whole buffer; retries EINTR and completes short writes. */
+/* One write() for the whole packet; retries EINTR and completes short writes. */
 static int write_all(mt_writer *w, const uint8_t *buf, size_t len)
 {
-	while (len > 0) {
-		ssize_t n = write(w->fd, buf, len);
+	off_t start = w->regular_file ? lseek(w->fd, 0, SEEK_CUR) : -1;
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = write(w->fd, buf + done, len - done);
 		if (n < 0 && errno == EINTR) continue;
-		if (n < 0) return fail(w, "write to trace failed: %s", strerror(errno));
-		if (n == 0) return fail(w, "write to trace failed: no progress");
-		buf += n;
-		len -= (size_t)n;
+		if (n <= 0) {
+			int e = n < 0 ? errno : 0;
+			cut_partial_packet(w, start, done);
+			errno = e;
+			return fail(w, "write to trace failed: %s", e ? strerror(e) : "no progress");
+		}
+		done += (size_t)n;
 		w->bytes_written += (size_t)n;
 	}
 	return 0;
@@ -227,6 +231,8 @@ mt_writer *mt_writer_open(int fd, const mt_trace_info *info, mt_locations_fn loc
 	mt_writer *w = calloc(1, sizeof *w);
 	if (!w) return NULL;
 	w->fd = fd;
+	struct stat st;
+	w->regular_file = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
 	w->locations = locations;
 	w->ctx = ctx;
 	w->pid = info->pid;

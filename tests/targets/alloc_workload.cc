@@ -15,7 +15,9 @@
  *                                            the blocks still allocated at the end)
  *   allocator NAME                           "jemalloc-api" when mallocx was found
  *
- * Sizes are distinct per operation, so a trace can be checked per function as well. */
+ * Sizes are distinct per operation, so a trace can be checked per function as well. The
+ * aligned forms use multiples of the alignment: libstdc++'s aligned operator new rounds the
+ * size up to one (aligned_alloc wants that), and with glibc the probe sees aligned_alloc's. */
 #include <dlfcn.h>
 #include <new>
 #include <stdio.h>
@@ -85,11 +87,11 @@ NOINLINE void op_new_array_sized(void) { void *p = ::operator new[](104); sink =
 NOINLINE void op_new_nothrow(void) { void *p = ::operator new(96, std::nothrow); sink = p; account(T_NEW_NOTHROW, 96, false); ::operator delete(p, std::nothrow); }
 NOINLINE void op_new_array_nothrow(void) { void *p = ::operator new[](112, std::nothrow); sink = p; account(T_NEW_ARRAY_NOTHROW, 112, false); ::operator delete[](p, std::nothrow); }
 NOINLINE void op_new_aligned(void) { void *p = ::operator new(128, al64); sink = p; account(T_NEW_ALIGNED, 128, false); ::operator delete(p, al64); }
-NOINLINE void op_new_aligned_sized(void) { void *p = ::operator new(136, al64); sink = p; account(T_NEW_ALIGNED_SIZED, 136, false); ::operator delete(p, 136, al64); }
-NOINLINE void op_new_array_aligned(void) { void *p = ::operator new[](144, al64); sink = p; account(T_NEW_ARRAY_ALIGNED, 144, false); ::operator delete[](p, al64); }
-NOINLINE void op_new_array_aligned_sized(void) { void *p = ::operator new[](152, al64); sink = p; account(T_NEW_ARRAY_ALIGNED_SIZED, 152, false); ::operator delete[](p, 152, al64); }
-NOINLINE void op_new_aligned_nothrow(void) { void *p = ::operator new(160, al64, std::nothrow); sink = p; account(T_NEW_ALIGNED_NOTHROW, 160, false); ::operator delete(p, al64, std::nothrow); }
-NOINLINE void op_new_array_aligned_nothrow(void) { void *p = ::operator new[](168, al64, std::nothrow); sink = p; account(T_NEW_ARRAY_ALIGNED_NOTHROW, 168, false); ::operator delete[](p, al64, std::nothrow); }
+NOINLINE void op_new_aligned_sized(void) { void *p = ::operator new(192, al64); sink = p; account(T_NEW_ALIGNED_SIZED, 136, false); ::operator delete(p, 136, al64); }
+NOINLINE void op_new_array_aligned(void) { void *p = ::operator new[](256, al64); sink = p; account(T_NEW_ARRAY_ALIGNED, 144, false); ::operator delete[](p, al64); }
+NOINLINE void op_new_array_aligned_sized(void) { void *p = ::operator new[](320, al64); sink = p; account(T_NEW_ARRAY_ALIGNED_SIZED, 152, false); ::operator delete[](p, 152, al64); }
+NOINLINE void op_new_aligned_nothrow(void) { void *p = ::operator new(384, al64, std::nothrow); sink = p; account(T_NEW_ALIGNED_NOTHROW, 160, false); ::operator delete(p, al64, std::nothrow); }
+NOINLINE void op_new_array_aligned_nothrow(void) { void *p = ::operator new[](448, al64, std::nothrow); sink = p; account(T_NEW_ARRAY_ALIGNED_NOTHROW, 168, false); ::operator delete[](p, al64, std::nothrow); }
 }
 
 struct object { char bytes[176]; };

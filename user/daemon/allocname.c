@@ -140,6 +140,8 @@ void allocator_describe(const char *path, bool is_exe, char *out, size_t len)
 			mimalloc_version(&o, version, sizeof(version));
 		} else if (elfobj_glibc_version(&o, version, sizeof(version)) == 0) {
 			name = "glibc";
+		} else if (defined_symbol(&o, "__libc_malloc") && defined_symbol(&o, "__libc_start_main")) {
+			name = "glibc";   /* a static program: the version banner is not linked in */
 		}
 		elfobj_close(&o);
 	}

@@ -3,7 +3,9 @@
  *   life_exec DIR N PROG ARGS...
  *
  * Allocates N blocks of 40 bytes at before_exec_site (kept: live at the exec), prints
- * "truth before_exec_site N", then execs PROG ARGS (life_exec_after). */
+ * "truth before_exec_site N", waits for DIR/go-exec (the test sees the blocks in the trace: a
+ * program gone within milliseconds leaves nothing to unwind its stacks against), then execs
+ * PROG ARGS (life_exec_after). */
 #include "life_common.h"
 
 static void *kept[100000];
@@ -25,6 +27,9 @@ int main(int argc, char **argv)
 	for (int i = 0; i < n && i < 100000; i++) kept[i] = before_exec_site(40);
 	printf("truth before_exec_site %d\n", n);
 	fflush(stdout);
+	char go[4096];
+	snprintf(go, sizeof go, "%s/go-exec", argv[1]);
+	wait_for(go, NULL);
 	execv(argv[3], &argv[3]);
 	perror("life_exec: execv");
 	return 1;

@@ -6,8 +6,9 @@
  * other. Each child creates DIR/child.PID, waits for DIR/go.PID or DIR/go-all (the test
  * creates it once memtraced traces the child, or at once), allocates C blocks of 56 bytes at
  * child_site (kept) and exits 0. A thread is started and joined too (a thread is no new
- * process). The parent waits for each child, allocates P more blocks at parent_site and exits
- * 0, printing "truth parent_site 2P" and "truth child_site C" (per child). */
+ * process). The parent waits for each child, then for DIR/go-exit (the test sees its first
+ * blocks in its trace: the unwinder is ready), allocates P more blocks at parent_site and
+ * exits 0, printing "truth parent_site 2P" and "truth child_site C" (per child). */
 #include <pthread.h>
 #include <sys/wait.h>
 
@@ -65,6 +66,9 @@ int main(int argc, char **argv)
 		int st;
 		while (waitpid(pid, &st, 0) < 0) {}
 	}
+	char go[4096];
+	snprintf(go, sizeof go, "%s/go-exit", dir);
+	wait_for(go, NULL);
 	for (int i = 0; i < p && nkept < 200000; i++) kept[nkept++] = parent_site(24);
 	printf("truth parent_site %d\n", 2 * p);
 	printf("truth child_site %d\n", c);

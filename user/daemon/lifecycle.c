@@ -136,14 +136,17 @@ static uint64_t maps_signature(pid_t pid)
 	return h;
 }
 
+/* The identity of pid's executable; 0 while it is still ours (-- CMD: its exec in progress). */
 static void exe_identity(pid_t pid, dev_t *dev, ino_t *ino)
 {
 	char path[64];
-	struct stat st;
+	struct stat st, self;
 	snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
 	if (stat(path, &st) == 0) {
-		*dev = st.st_dev;
-		*ino = st.st_ino;
+		bool ours = stat("/proc/self/exe", &self) == 0 && self.st_dev == st.st_dev &&
+			    self.st_ino == st.st_ino;
+		*dev = ours ? 0 : st.st_dev;
+		*ino = ours ? 0 : st.st_ino;
 	}
 }
 
@@ -258,7 +261,10 @@ static void fallback_poll(struct lifecycle *lc)
 		ino_t ino = w->exe_ino;
 		exe_identity(w->pid, &dev, &ino);
 		uint64_t sig = maps_signature(w->pid);
-		if (dev != w->exe_dev || ino != w->exe_ino) {
+		if (!w->exe_ino) { /* not known yet */
+			w->exe_dev = dev;
+			w->exe_ino = ino;
+		} else if (dev != w->exe_dev || ino != w->exe_ino) {
 			w->exe_dev = dev;
 			w->exe_ino = ino;
 			w->maps_sig = sig;

@@ -207,7 +207,10 @@ static void *intake_main(void *arg)
 	struct session *s = arg;
 	uint64_t last_reconcile = trace_out_mono_now_ns();
 	while (!atomic_load(&s->intake_stop) && !atomic_load(&s->intake_failed)) {
-		if (tracer_poll(s->tracer, INTAKE_POLL_MS, &queue_callbacks, s) < 0) {
+		/* until the unwinder of a just-started program is prepared (at its first record),
+		 * look often: a short-lived program is soon gone with its mappings */
+		int poll_ms = s->intake_opens_stacks && !s->early_tried ? 1 : INTAKE_POLL_MS;
+		if (tracer_poll(s->tracer, poll_ms, &queue_callbacks, s) < 0) {
 			atomic_store(&s->intake_failed, true);
 			break;
 		}

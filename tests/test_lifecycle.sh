@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# memtraced follows what a service does besides allocating (BPF; root needed), at --rate 1 so
+# that counts are exact. Workloads: tests/targets/life_*.c (each waits for a go-ahead file the
+# test creates once memtraced says its probes are in place), tests/plugins/life_plugin.c.
+#  - exec: two traces (FILE and FILE.exec1.ctf), each with its own program's allocations, both
+#    read cleanly; the same with the /proc fallback watcher;
+#  - fork: without --follow-forks the parent's trace has no child allocation and no other
+#    trace is written; with it, one trace per child with exactly its allocations (none of the
+#    blocks it inherited), a thread is not a process;
+#  - dlopen: a plugin with its own malloc/free loaded with RTLD_LOCAL gets probes; the
+#    allocations made through it afterwards are all in the trace.
+source "$(dirname "$0")/lib/test.sh"
+
+MT=$BIN/memtraced
+DUMP=$BIN/memtrace-dump
+for f in "$MT" "$DUMP" "$TARGETS/life_exec" "$TARGETS/life_exec_after" "$TARGETS/life_fork" \
+	"$TARGETS/life_dlopen"; do
+	[ -x "$f" ] || { fail lifecycle_built "missing $f (run make)"; exit 0; }
+done
+
+# options (no BPF needed)
+"$MT" --follow-forks -o one.ctf -- true >"$TMP/bad.out" 2>"$TMP/bad.err"
+r=$?
+if [ $r = 2 ] && grep -q "follow-forks.*%p" "$TMP/bad.err" && [ ! -e one.ctf ]; then pass follow_forks_needs_percent_p
+else fail follow_forks_needs_percent_p "exit $r: $(head -c 200 "$TMP/bad.err")"; fi
+
+if ! bpf_ready; then
+	skip lifecycle_bpf "needs root and /sys/kernel/btf/vmlinux"
+	exit 0
+fi
+
+# site_allocs DUMP SITE: allocations whose innermost frame is SITE
+site_allocs() { awk -v s="$2" '$2 == "alloc" && $NF == s { n++ } END { print n + 0 }' "$1"; }
+# site_collects DUMP SITE: collects of those allocations
+site_collects() {
+	awk -v s="$2" '$2 == "alloc" && $NF == s { id[substr($3, 4)] = 1 }
+		$2 == "collect" && (substr($3, 4) in id) { n++ } END { print n + 0 }' "$1"
+}
+# wait_for_line FILE REGEX [TENTHS]: until FILE has a line matching REGEX
+wait_for_line() {
+	for _ in $(seq "${3:-300}"); do grep -Eq "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+	return 1
+}
+
+# ---------------------------------------------------------------- exec
+# exec_case NAME [ENV...]: life_exec (100 blocks at before_exec_site) execs life_exec_after
+# (50 blocks at after_exec_site, 25 freed)
+exec_case() {
+	local name=$1; shift
+	local S=$TMP/$name
+	mkdir -p "$S/d"
+	env "$@" "$MT" --rate 1 -o "$S/trace.ctf" -- "$TARGETS/life_exec" "$S/d" 100 \
+		"$TARGETS/life_exec_after" "$S/d" 50 >"$S/out" 2>"$S/err" &
+	local mpid=$!
+	# the old program's blocks in its trace (flushed once a second), then the exec
+	for _ in $(seq 300); do
+		"$DUMP" "$S/trace.ctf" 2>/dev/null | grep -q ' alloc id=.*before_exec_site$' && break
+		sleep 0.1
+	done
+	touch "$S/d/go-exec"
+	if wait_for_line "$S/err" "tracing PID .*life_exec_after"; then touch "$S/d/go-after"
+	else touch "$S/d/go-after"; fail "${name}_followed" "no second session: $(tail -n 3 "$S/err" | tr '\n' ' ')"; fi
+	timeout 60 tail --pid=$mpid -f /dev/null; wait $mpid; local mrc=$?
+	sed 's/^/# /' "$S/err" | cut -c1-200
+	local ok=yes why=""
+	[ "$mrc" = 0 ] || { ok=no; why="memtraced exit $mrc;"; }
+	for f in trace.ctf trace.exec1.ctf; do
+		"$DUMP" "$S/$f" >"$S/$f.dump" 2>"$S/$f.derr" || { ok=no; why="$why $f unreadable: $(head -c 200 "$S/$f.derr");"; }
+	done
+	if [ $ok = yes ]; then pass "${name}_two_traces_read_cleanly"; else fail "${name}_two_traces_read_cleanly" "$why"; fi
+	local b1 a1 b2 a2 c2
+	b1=$(site_allocs "$S/trace.ctf.dump" before_exec_site); a1=$(site_allocs "$S/trace.ctf.dump" after_exec_site)
+	b2=$(site_allocs "$S/trace.exec1.ctf.dump" before_exec_site); a2=$(site_allocs "$S/trace.exec1.ctf.dump" after_exec_site)
+	c2=$(site_collects "$S/trace.exec1.ctf.dump" after_exec_site)
+	echo "# $name: first trace $b1 before_exec_site / $a1 after_exec_site; second $b2 / $a2 ($c2 freed)"
+	if [ "$b1" = 100 ] && [ "$a1" = 0 ]; then pass "${name}_first_trace_old_program_exact"
+	else fail "${name}_first_trace_old_program_exact" "before_exec_site $b1 (truth 100), after_exec_site $a1 (truth 0)"; fi
+	if [ "$a2" = 50 ] && [ "$c2" = 25 ] && [ "$b2" = 0 ]; then pass "${name}_second_trace_new_program_exact"
+	else fail "${name}_second_trace_new_program_exact" "after_exec_site $a2 (truth 50), freed $c2 (25), before_exec_site $b2 (0)"; fi
+	if grep -q '^info executable_name=".*life_exec"$' "$S/trace.ctf.dump" &&
+		grep -q '^info executable_name=".*life_exec_after"$' "$S/trace.exec1.ctf.dump"; then
+		pass "${name}_traces_name_their_program"
+	else fail "${name}_traces_name_their_program" "$(grep -h executable_name "$S"/*.dump | tr '\n' ' ')"; fi
+}
+exec_case exec
+exec_case exec_proc_fallback MEMTRACED_LIFECYCLE=proc
+
+# ---------------------------------------------------------------- fork
+# fork_case NAME FOLLOW(yes/no): life_fork: 3 children of 30 blocks at child_site, 2 x 20 at
+# parent_site
+fork_case() {
+	local name=$1 follow=$2
+	local S=$TMP/$name
+	mkdir -p "$S/d"
+	local opt=()
+	[ "$follow" = yes ] && opt=(--follow-forks)
+	[ "$follow" = no ] && touch "$S/d/go-all"
+	"$MT" --rate 1 "${opt[@]}" -o "$S/trace-%p.ctf" -- "$TARGETS/life_fork" "$S/d" 3 20 30 \
+		>"$S/out" 2>"$S/err" &
+	local mpid=$! ppid=""
+	# each child waits for go.PID: given once memtraced traces it; the parent waits for
+	# go-exit: given once its first blocks are in its trace
+	for _ in $(seq 600); do
+		[ -n "$ppid" ] || ppid=$(grep -o 'tracing PID [0-9]*' "$S/err" | head -n 1 | awk '{ print $3 }')
+		if [ -n "$ppid" ] && [ ! -e "$S/d/go-exit" ] &&
+			"$DUMP" "$S/trace-$ppid.ctf" 2>/dev/null | grep -q ' alloc id=.*parent_site$'; then
+			touch "$S/d/go-exit"
+		fi
+		for c in "$S"/d/child.*; do
+			[ -e "$c" ] || continue
+			local p=${c##*.}
+			[ -e "$S/d/go.$p" ] && continue
+			if [ "$follow" = no ] || grep -q "tracing PID $p " "$S/err"; then touch "$S/d/go.$p"; fi
+		done
+		kill -0 $mpid 2>/dev/null || break
+		sleep 0.1
+	done
+	wait $mpid; local mrc=$?
+	sed 's/^/# /' "$S/err" | cut -c1-200
+	ppid=$(grep -o 'tracing PID [0-9]*' "$S/err" | head -n 1 | awk '{ print $3 }')
+	"$DUMP" "$S/trace-$ppid.ctf" >"$S/parent.dump" 2>"$S/parent.derr"
+	local drc=$?
+	local pp pc
+	pp=$(site_allocs "$S/parent.dump" parent_site); pc=$(site_allocs "$S/parent.dump" child_site)
+	echo "# $name: parent trace: $pp parent_site, $pc child_site"
+	if [ "$mrc" = 0 ] && [ "$drc" = 0 ] && [ "$pp" = 40 ] && [ "$pc" = 0 ]; then pass "${name}_parent_trace_has_no_child_allocation"
+	else fail "${name}_parent_trace_has_no_child_allocation" "memtraced exit $mrc, dump exit $drc, parent_site $pp (truth 40), child_site $pc (truth 0)"; fi
+	local children
+	children=$(ls "$S"/d/child.* 2>/dev/null | sed 's/.*child\.//' | tr '\n' ' ')
+	local ntraces
+	ntraces=$(ls "$S"/trace-*.ctf | wc -l)
+	if [ "$follow" = no ]; then
+		if [ "$ntraces" = 1 ] && [ "$(echo $children | wc -w)" = 3 ]; then pass "${name}_no_child_traces"
+		else fail "${name}_no_child_traces" "$ntraces trace files for children $children"; fi
+		return
+	fi
+	local ok=yes why=""
+	[ "$(echo $children | wc -w)" = 3 ] || { ok=no; why="children: $children;"; }
+	[ "$ntraces" = 4 ] || { ok=no; why="$why $ntraces traces (want parent + 3: a thread is no process);"; }
+	for c in $children; do
+		if ! "$DUMP" "$S/trace-$c.ctf" >"$S/$c.dump" 2>/dev/null; then ok=no; why="$why trace-$c.ctf unreadable;"; continue; fi
+		local cc cp
+		cc=$(site_allocs "$S/$c.dump" child_site); cp=$(site_allocs "$S/$c.dump" parent_site)
+		grep -q "^info pid=$c$" "$S/$c.dump" || { ok=no; why="$why trace-$c.ctf is not of pid $c;"; }
+		[ "$cc" = 30 ] && [ "$cp" = 0 ] || { ok=no; why="$why child $c: child_site $cc (truth 30), parent_site $cp (truth 0: inherited);"; }
+	done
+	if [ $ok = yes ]; then pass "${name}_each_child_own_trace_exact"; else fail "${name}_each_child_own_trace_exact" "$why"; fi
+}
+fork_case fork_no_follow no
+fork_case fork_follow yes
+
+# ---------------------------------------------------------------- dlopen
+S=$TMP/dlopen
+mkdir -p "$S/d"
+if ! cc -O2 -g -fPIC -shared "$TOP/tests/plugins/life_plugin.c" -o "$S/libplugalloc.so" 2>"$S/cc.err"; then
+	fail dlopen_plugin_built "$(head -c 300 "$S/cc.err")"
+else
+	"$MT" --rate 1 -o "$S/trace.ctf" -- "$TARGETS/life_dlopen" "$S/d" "$S/libplugalloc.so" 40 \
+		>"$S/out" 2>"$S/err" &
+	mpid=$!
+	if wait_for_line "$S/err" "dlopen: .* probed in .*libplugalloc.so"; then probed=yes; else probed=no; fi
+	touch "$S/d/go"
+	wait $mpid; mrc=$?
+	sed 's/^/# /' "$S/err" | cut -c1-200
+	if [ $probed = yes ]; then pass dlopen_plugin_allocator_probed
+	else fail dlopen_plugin_allocator_probed "no probe message: $(tail -n 3 "$S/err" | tr '\n' ' ')"; fi
+	"$DUMP" "$S/trace.ctf" >"$S/dump" 2>"$S/derr"; drc=$?
+	d=$(site_allocs "$S/dump" dl_site); dc=$(site_collects "$S/dump" dl_site); l=$(site_allocs "$S/dump" libc_site)
+	echo "# dlopen: dl_site $d allocations ($dc freed), libc_site $l"
+	if [ "$mrc" = 0 ] && [ "$drc" = 0 ] && [ "$d" = 40 ] && [ "$dc" = 20 ] && [ "$l" = 40 ]; then
+		pass dlopen_allocations_after_dlopen_recorded
+	else fail dlopen_allocations_after_dlopen_recorded "memtraced exit $mrc, dump exit $drc, dl_site $d (truth 40), freed $dc (20), libc_site $l (40)"; fi
+fi

@@ -87,11 +87,11 @@ NOINLINE void op_new_array_sized(void) { void *p = ::operator new[](104); sink =
 NOINLINE void op_new_nothrow(void) { void *p = ::operator new(96, std::nothrow); sink = p; account(T_NEW_NOTHROW, 96, false); ::operator delete(p, std::nothrow); }
 NOINLINE void op_new_array_nothrow(void) { void *p = ::operator new[](112, std::nothrow); sink = p; account(T_NEW_ARRAY_NOTHROW, 112, false); ::operator delete[](p, std::nothrow); }
 NOINLINE void op_new_aligned(void) { void *p = ::operator new(128, al64); sink = p; account(T_NEW_ALIGNED, 128, false); ::operator delete(p, al64); }
-NOINLINE void op_new_aligned_sized(void) { void *p = ::operator new(192, al64); sink = p; account(T_NEW_ALIGNED_SIZED, 136, false); ::operator delete(p, 136, al64); }
-NOINLINE void op_new_array_aligned(void) { void *p = ::operator new[](256, al64); sink = p; account(T_NEW_ARRAY_ALIGNED, 144, false); ::operator delete[](p, al64); }
-NOINLINE void op_new_array_aligned_sized(void) { void *p = ::operator new[](320, al64); sink = p; account(T_NEW_ARRAY_ALIGNED_SIZED, 152, false); ::operator delete[](p, 152, al64); }
-NOINLINE void op_new_aligned_nothrow(void) { void *p = ::operator new(384, al64, std::nothrow); sink = p; account(T_NEW_ALIGNED_NOTHROW, 160, false); ::operator delete(p, al64, std::nothrow); }
-NOINLINE void op_new_array_aligned_nothrow(void) { void *p = ::operator new[](448, al64, std::nothrow); sink = p; account(T_NEW_ARRAY_ALIGNED_NOTHROW, 168, false); ::operator delete[](p, al64, std::nothrow); }
+NOINLINE void op_new_aligned_sized(void) { void *p = ::operator new(192, al64); sink = p; account(T_NEW_ALIGNED_SIZED, 192, false); ::operator delete(p, 192, al64); }
+NOINLINE void op_new_array_aligned(void) { void *p = ::operator new[](256, al64); sink = p; account(T_NEW_ARRAY_ALIGNED, 256, false); ::operator delete[](p, al64); }
+NOINLINE void op_new_array_aligned_sized(void) { void *p = ::operator new[](320, al64); sink = p; account(T_NEW_ARRAY_ALIGNED_SIZED, 320, false); ::operator delete[](p, 320, al64); }
+NOINLINE void op_new_aligned_nothrow(void) { void *p = ::operator new(384, al64, std::nothrow); sink = p; account(T_NEW_ALIGNED_NOTHROW, 384, false); ::operator delete(p, al64, std::nothrow); }
+NOINLINE void op_new_array_aligned_nothrow(void) { void *p = ::operator new[](448, al64, std::nothrow); sink = p; account(T_NEW_ARRAY_ALIGNED_NOTHROW, 448, false); ::operator delete[](p, al64, std::nothrow); }
 }
 
 struct object { char bytes[176]; };

@@ -61,7 +61,7 @@ exec_case() {
 	if wait_for_line "$S/err" "tracing PID .*life_exec_after"; then touch "$S/d/go-after"
 	else touch "$S/d/go-after"; fail "${name}_followed" "no second session: $(tail -n 3 "$S/err" | tr '\n' ' ')"; fi
 	timeout 60 tail --pid=$mpid -f /dev/null; wait $mpid; local mrc=$?
-	sed 's/^/# /' "$S/err" | cut -c1-200
+	sed 's/^/# /' "$S/err" | cut -c1-600
 	local ok=yes why=""
 	[ "$mrc" = 0 ] || { ok=no; why="memtraced exit $mrc;"; }
 	for f in trace.ctf trace.exec1.ctf; do
@@ -116,7 +116,7 @@ fork_case() {
 		sleep 0.1
 	done
 	wait $mpid; local mrc=$?
-	sed 's/^/# /' "$S/err" | cut -c1-200
+	sed 's/^/# /' "$S/err" | cut -c1-600
 	ppid=$(grep -o 'tracing PID [0-9]*' "$S/err" | head -n 1 | awk '{ print $3 }')
 	"$DUMP" "$S/trace-$ppid.ctf" >"$S/parent.dump" 2>"$S/parent.derr"
 	local drc=$?
@@ -161,7 +161,7 @@ else
 	if wait_for_line "$S/err" "dlopen: .* probed in .*libplugalloc.so"; then probed=yes; else probed=no; fi
 	touch "$S/d/go"
 	wait $mpid; mrc=$?
-	sed 's/^/# /' "$S/err" | cut -c1-200
+	sed 's/^/# /' "$S/err" | cut -c1-600
 	if [ $probed = yes ]; then pass dlopen_plugin_allocator_probed
 	else fail dlopen_plugin_allocator_probed "no probe message: $(tail -n 3 "$S/err" | tr '\n' ' ')"; fi
 	"$DUMP" "$S/trace.ctf" >"$S/dump" 2>"$S/derr"; drc=$?

@@ -305,6 +305,30 @@ static void lifecycle_note(const char *note, const struct cli_opts *o)
 	}
 }
 
+/* Does pid map every object of sites already (its ld.so has loaded the libraries)? */
+static bool sites_mapped(pid_t pid, const struct alloc_sites *sites)
+{
+	char path[64], line[4352];
+	snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+	bool found[MAX_PROBE_SITES] = {false};
+	FILE *f = fopen(path, "re");
+	if (!f) return false;
+	while (fgets(line, sizeof line, f)) {
+		char *p = strchr(line, '/');
+		if (!p) continue;
+		p[strcspn(p, "\n")] = 0;
+		size_t pl = strlen(p);
+		for (int i = 0; i < sites->n; i++) {
+			size_t sl = strlen(sites->sites[i].path); /* maybe /proc/PID/root + p */
+			found[i] = found[i] || (sl >= pl && strcmp(sites->sites[i].path + sl - pl, p) == 0);
+		}
+	}
+	fclose(f);
+	for (int i = 0; i < sites->n; i++)
+		if (!found[i]) return false;
+	return sites->n > 0;
+}
+
 /* t exec'd a new program: its trace ends, a new session follows the new program into
  * FILE.execN.ctf (same snapshotter). The new session is attached before the old one detaches:
  * records stamped after the exec go to the new one only (see session_opts.exec_time). */
@@ -333,7 +357,12 @@ static void follow_exec(struct targets *ts, struct target *t, const struct cli_o
 		snprintf(err, sizeof err, "cannot prepare the trace of the new program");
 		ok = false;
 	}
-	if (ok && start_session(n, o, true, lc, err, sizeof err) < 0) ok = false;
+	/* The unwinder is prepared at the first record, when ld.so is done (the BPF watcher sees
+	 * the exec before ld.so runs; mappings read while it maps the libraries mislead the
+	 * unwinder), or at once when the libraries are there already: the /proc fallback sees the
+	 * exec late, and the new program may be gone before its first record is read. */
+	bool early = !lifecycle_uses_bpf(lc) && sites_mapped(n->pid, &n->sites);
+	if (ok && start_session(n, o, !early, lc, err, sizeof err) < 0) ok = false;
 	if (!ok) n->snap = NULL;
 	finish_target_keep(t, "exec", o, ok ? &n->snap : NULL);
 	n->pidfd = t->pidfd;

@@ -648,7 +648,7 @@ int main(void)
 	test_self();
 	test_workload("attach_pie", NULL, "/libc.so.6", "glibc 2.");
 	test_workload("attach_nopie", NULL, "/libc.so.6", "glibc 2.");
-	test_workload("attach_static", NULL, "EXE", "the executable's own allocator");
+	test_workload("attach_static", NULL, "EXE", "glibc compiled into the executable");
 	test_workload("attach_interpose", NULL, "EXE", "the executable's own allocator");
 	if (access("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", R_OK) == 0)
 		test_workload("attach_pie", "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",

@@ -1,13 +1,15 @@
 /* Codec edges of the writer side: vints, MTF tables, the backtrace encoder (cache, predictions,
  * truncation, truthful prefix), location events (saturation, "<unknown>" fallback), the
- * verifier sequence. */
+ * verifier sequence; the hash functions and the slot index the tables of the library use. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "bt_encoder.h"
 #include "check.h"
 #include "codec.h"
+#include "hash.h"
 #include "loc_encoder.h"
+#include "slot_index.h"
 
 static void test_vint(void)
 {
@@ -232,8 +234,59 @@ static void test_backtraces(void)
 	free(out);
 }
 
+static void test_hashes(void)
+{
+	/* published FNV-1a 64 test vectors */
+	CHECK("fnv1a_vectors", mt_fnv1a("", 0) == 0xcbf29ce484222325ULL &&
+				       mt_fnv1a("a", 1) == 0xaf63dc4c8601ec8cULL &&
+				       mt_fnv1a("foobar", 6) == 0x85944171f73967e8ULL);
+	CHECK("fnv1a_str_same", mt_fnv1a_str("foobar") == mt_fnv1a("foobar", 6));
+	/* consecutive keys land in different low bits */
+	int distinct = 0;
+	unsigned seen[64] = { 0 };
+	for (uint64_t k = 0; k < 64; k++) seen[mt_mix64(k) & 63]++;
+	for (int i = 0; i < 64; i++) distinct += seen[i] > 0;
+	CHECKF("mix64_spreads", mt_mix64(0) == 0 && distinct > 32, "%d of 64 buckets", distinct);
+}
+
+/* The slot index over an array of keys, with a hash that collides a lot (8 distinct values). */
+static uint64_t bad_hash(uint64_t key) { return key % 8; }
+static uint64_t key_hash(const void *ctx, uint32_t i) { return bad_hash(((const uint64_t *)ctx)[i]); }
+
+static void test_slot_index(void)
+{
+	enum { N = 5000 };
+	uint64_t *keys = malloc(N * sizeof *keys);
+	mt_slot_index ix = { 0 };
+	int ok = 1;
+	for (uint32_t n = 0; n < N && ok; n++) {
+		ok &= mt_slot_reserve(&ix, n, 16, key_hash, keys) == 0;
+		keys[n] = 1000003ull * n;
+		size_t j = mt_slot_first(&ix, bad_hash(keys[n]));
+		for (; ix.slots[j]; j = mt_slot_next(&ix, j)) ok &= keys[ix.slots[j] - 1] != keys[n];
+		ix.slots[j] = n + 1;
+	}
+	CHECKF("slot_index_half_full", ok && ix.cap >= 2 * N && ix.cap < 4 * N &&
+					       !(ix.cap & (ix.cap - 1)), "cap %zu", ix.cap);
+	int found = 0;
+	for (uint32_t n = 0; n < N; n++) {
+		size_t j = mt_slot_first(&ix, bad_hash(keys[n]));
+		while (ix.slots[j] && keys[ix.slots[j] - 1] != keys[n]) j = mt_slot_next(&ix, j);
+		found += ix.slots[j] == n + 1;
+	}
+	CHECKF("slot_index_finds_all", found == N, "%d of %d", found, N);
+	size_t j = mt_slot_first(&ix, bad_hash(7));
+	while (ix.slots[j] && keys[ix.slots[j] - 1] != 7) j = mt_slot_next(&ix, j);
+	CHECK("slot_index_missing_key", ix.slots[j] == 0);
+	mt_slot_free(&ix);
+	CHECK("slot_index_free", !ix.slots && !ix.cap);
+	free(keys);
+}
+
 int main(void)
 {
+	test_hashes();
+	test_slot_index();
 	test_vint();
 	test_mtf();
 	test_locations();

@@ -2,6 +2,7 @@
  * See heapview.h for the estimators. */
 #include "heapview.h"
 #include "hash.h"
+#include "slot_index.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,9 +35,7 @@ struct hv_heap {
 
 	hv_node *nodes;
 	uint32_t nnodes, cap_nodes;
-	/* (parent, code) -> node index + 1; 0 = empty. Open addressing, linear probing. */
-	uint32_t *child_slots;
-	size_t child_cap;
+	mt_slot_index children; /* (parent, code) -> node */
 
 	hv_live *live;
 	size_t live_cap, live_n;
@@ -59,28 +58,12 @@ static char *xstrdup_printf(const char *fmt, ...)
 
 /* ---------------------------------------------------------------- context trie */
 
-static size_t child_hash(uint32_t parent, uint64_t code, size_t cap)
-{
-	return mt_mix64(code * 31 + parent) & (cap - 1);
-}
+static uint64_t child_hash(uint32_t parent, uint64_t code) { return mt_mix64(code * 31 + parent); }
 
-static int child_grow(hv_heap *h)
+static uint64_t node_hash(const void *ctx, uint32_t i)
 {
-	size_t cap = h->child_cap ? h->child_cap * 2 : 1024;
-	uint32_t *slots = calloc(cap, sizeof *slots);
-	if (!slots) return -1;
-	for (size_t i = 0; i < h->child_cap; i++) {
-		uint32_t v = h->child_slots[i];
-		if (!v) continue;
-		const hv_node *n = &h->nodes[v - 1];
-		size_t j = child_hash(n->parent, n->code, cap);
-		while (slots[j]) j = (j + 1) & (cap - 1);
-		slots[j] = v;
-	}
-	free(h->child_slots);
-	h->child_slots = slots;
-	h->child_cap = cap;
-	return 0;
+	const hv_node *n = &((const hv_heap *)ctx)->nodes[i];
+	return child_hash(n->parent, n->code);
 }
 
 static int64_t node_new(hv_heap *h, uint32_t parent, uint64_t code)
@@ -103,18 +86,16 @@ static int64_t node_new(hv_heap *h, uint32_t parent, uint64_t code)
 /* The child of parent for code, created if new. -1 on out of memory. */
 static int64_t node_child(hv_heap *h, uint32_t parent, uint64_t code)
 {
-	if ((h->nnodes + 1) * 2 > h->child_cap && child_grow(h) < 0) return -1;
-	size_t j = child_hash(parent, code, h->child_cap);
-	for (;;) {
-		uint32_t v = h->child_slots[j];
-		if (!v) break;
-		const hv_node *n = &h->nodes[v - 1];
-		if (n->parent == parent && n->code == code) return v - 1;
-		j = (j + 1) & (h->child_cap - 1);
+	mt_slot_index *ix = &h->children;
+	if (mt_slot_reserve(ix, h->nnodes, 1024, node_hash, h) < 0) return -1;
+	size_t j = mt_slot_first(ix, child_hash(parent, code));
+	for (; ix->slots[j]; j = mt_slot_next(ix, j)) {
+		const hv_node *n = &h->nodes[ix->slots[j] - 1];
+		if (n->parent == parent && n->code == code) return ix->slots[j] - 1;
 	}
 	int64_t idx = node_new(h, parent, code);
 	if (idx < 0) return -1;
-	h->child_slots[j] = (uint32_t)idx + 1;
+	ix->slots[j] = (uint32_t)idx + 1;
 	return idx;
 }
 
@@ -225,7 +206,7 @@ void hv_free(hv_heap *h)
 	if (h->reader) mt_reader_close(h->reader);
 	if (h->fd >= 0) close(h->fd);
 	free(h->nodes);
-	free(h->child_slots);
+	mt_slot_free(&h->children);
 	free(h->live);
 	free(h->warning);
 	free(h);

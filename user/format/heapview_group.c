@@ -2,6 +2,7 @@
  * symbolized call stacks. */
 #include "heapview.h"
 #include "hash.h"
+#include "slot_index.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -87,35 +88,23 @@ void hv_print_stack(FILE *out, const hv_heap *h, uint32_t ctx, const char *inden
 typedef struct row_table {
 	hv_row *rows;
 	size_t n, cap;
-	uint32_t *slots; /* row index + 1; 0 = empty */
-	size_t slot_cap;
+	mt_slot_index by_key;
 } row_table;
 
-static int table_grow(row_table *t)
+static uint64_t row_hash(const void *ctx, uint32_t i)
 {
-	size_t cap = t->slot_cap ? t->slot_cap * 2 : 256;
-	uint32_t *slots = calloc(cap, sizeof *slots);
-	if (!slots) return -1;
-	for (size_t i = 0; i < t->n; i++) {
-		size_t j = mt_fnv1a_str(t->rows[i].key) & (cap - 1);
-		while (slots[j]) j = (j + 1) & (cap - 1);
-		slots[j] = i + 1;
-	}
-	free(t->slots);
-	t->slots = slots;
-	t->slot_cap = cap;
-	return 0;
+	return mt_fnv1a_str(((const row_table *)ctx)->rows[i].key);
 }
 
 /* The row for key (taking ownership of key), created if new; NULL on out of memory. */
 static hv_row *table_get(row_table *t, char *key)
 {
-	if ((t->n + 1) * 2 > t->slot_cap && table_grow(t) < 0) return NULL;
-	size_t j = mt_fnv1a_str(key) & (t->slot_cap - 1);
-	while (t->slots[j]) {
-		hv_row *r = &t->rows[t->slots[j] - 1];
+	mt_slot_index *ix = &t->by_key;
+	if (mt_slot_reserve(ix, t->n, 256, row_hash, t) < 0) return NULL;
+	size_t j = mt_slot_first(ix, mt_fnv1a_str(key));
+	for (; ix->slots[j]; j = mt_slot_next(ix, j)) {
+		hv_row *r = &t->rows[ix->slots[j] - 1];
 		if (!strcmp(r->key, key)) { free(key); return r; }
-		j = (j + 1) & (t->slot_cap - 1);
 	}
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 64;
@@ -128,7 +117,7 @@ static hv_row *table_get(row_table *t, char *key)
 	memset(r, 0, sizeof *r);
 	r->key = key;
 	r->heaviest_value = -1;
-	t->slots[j] = ++t->n;
+	ix->slots[j] = ++t->n;
 	return r;
 }
 
@@ -157,7 +146,7 @@ int hv_group_rows(const hv_heap *h, enum hv_group g, int by_live, hv_rows *out)
 			out->rows = t.rows;
 			out->n = t.n;
 			hv_rows_free(out);
-			free(t.slots);
+			mt_slot_free(&t.by_key);
 			return -1;
 		}
 		counts_sum(&r->counts, cc);
@@ -168,7 +157,7 @@ int hv_group_rows(const hv_heap *h, enum hv_group g, int by_live, hv_rows *out)
 			r->heaviest_ctx = c;
 		}
 	}
-	free(t.slots);
+	mt_slot_free(&t.by_key);
 	out->rows = t.rows;
 	out->n = t.n;
 	return 0;

@@ -9,6 +9,7 @@
 
 #include "hash.h"
 #include "heapview_cli.h"
+#include "slot_index.h"
 
 #define PROG "memtrace-flamegraph"
 
@@ -27,8 +28,7 @@ typedef struct fnode {
 typedef struct flame {
 	fnode *n;
 	uint32_t len, cap;
-	uint32_t *slots; /* (parent, label) -> index + 1 */
-	size_t slot_cap;
+	mt_slot_index by_label; /* (parent, label, inlined) -> node */
 	uint32_t *children;
 	uint32_t max_depth;
 } flame;
@@ -44,19 +44,10 @@ static uint64_t label_hash(uint32_t parent, const char *s, int inlined)
 	return mt_mix64(mt_fnv1a_str(s) ^ (parent * 0x9E3779B97F4A7C15ULL) ^ (uint64_t)inlined);
 }
 
-static void flame_grow_slots(flame *f)
+static uint64_t fnode_hash(const void *ctx, uint32_t i)
 {
-	size_t cap = f->slot_cap ? f->slot_cap * 2 : 1024;
-	uint32_t *slots = calloc(cap, sizeof *slots);
-	if (!slots) die_oom();
-	for (uint32_t i = 1; i < f->len; i++) {
-		size_t j = label_hash(f->n[i].parent, f->n[i].label, f->n[i].inlined) & (cap - 1);
-		while (slots[j]) j = (j + 1) & (cap - 1);
-		slots[j] = i + 1;
-	}
-	free(f->slots);
-	f->slots = slots;
-	f->slot_cap = cap;
+	const fnode *n = &((const flame *)ctx)->n[i];
+	return label_hash(n->parent, n->label, n->inlined);
 }
 
 static uint32_t flame_add(flame *f, uint32_t parent, const char *label, int inlined)
@@ -79,16 +70,16 @@ static uint32_t flame_add(flame *f, uint32_t parent, const char *label, int inli
 
 static uint32_t flame_child(flame *f, uint32_t parent, const char *label, int inlined)
 {
-	if ((f->len + 1) * 2 > f->slot_cap) flame_grow_slots(f);
-	size_t j = label_hash(parent, label, inlined) & (f->slot_cap - 1);
-	while (f->slots[j]) {
-		fnode *n = &f->n[f->slots[j] - 1];
+	mt_slot_index *ix = &f->by_label;
+	if (mt_slot_reserve(ix, f->len, 1024, fnode_hash, f) < 0) die_oom();
+	size_t j = mt_slot_first(ix, label_hash(parent, label, inlined));
+	for (; ix->slots[j]; j = mt_slot_next(ix, j)) {
+		const fnode *n = &f->n[ix->slots[j] - 1];
 		if (n->parent == parent && n->inlined == inlined && !strcmp(n->label, label))
-			return f->slots[j] - 1;
-		j = (j + 1) & (f->slot_cap - 1);
+			return ix->slots[j] - 1;
 	}
 	uint32_t i = flame_add(f, parent, label, inlined);
-	f->slots[j] = i + 1;
+	ix->slots[j] = i + 1;
 	return i;
 }
 
@@ -181,7 +172,7 @@ static void flame_free(flame *f)
 {
 	for (uint32_t i = 0; i < f->len; i++) free(f->n[i].label);
 	free(f->n);
-	free(f->slots);
+	mt_slot_free(&f->by_label);
 	free(f->children);
 }
 

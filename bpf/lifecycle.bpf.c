@@ -4,8 +4,8 @@
  *   exec    tp_btf/sched_process_exec of a watched process (the new image is mapped, its
  *           ld.so has not run yet)
  *   fork    tp_btf/sched_process_fork of a watched parent creating a new PROCESS (threads
- *           are not reported); with follow_forks the child is watched at once, so its own
- *           execs and forks are seen even before userspace has caught up
+ *           are not reported), only with follow_forks; the child is watched at once, so its
+ *           own execs and forks are seen even before userspace has caught up
  *   dlopen  a uprobe on ld.so's _dl_debug_state (the gdb method: ld.so calls it before and
  *           after each change of the link map, dlopen and dlclose), one link per process
  *
@@ -74,12 +74,10 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	__u32 cpid = BPF_CORE_READ(child, pid), ctgid = BPF_CORE_READ(child, tgid);
 	if (cpid != ctgid || ctgid == ptgid) /* a new thread, not a new process */
 		return 0;
-	if (!is_watched(ptgid))
+	if (!follow_forks || !is_watched(ptgid)) /* forks matter only when followed */
 		return 0;
-	if (follow_forks) {
-		__u32 one = 1;
-		bpf_map_update_elem(&watched, &ctgid, &one, BPF_ANY);
-	}
+	__u32 one = 1;
+	bpf_map_update_elem(&watched, &ctgid, &one, BPF_ANY);
 	emit(LC_FORK, ptgid, ctgid);
 	return 0;
 }

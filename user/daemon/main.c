@@ -253,6 +253,24 @@ static struct target *add_target(struct targets *ts, pid_t pid)
 	return t;
 }
 
+/* Frees the finished targets (a pre-fork server followed with --follow-forks has many over
+ * time); *all_ok collects whether their traces were written completely. */
+static void drop_finished(struct targets *ts, bool *all_ok)
+{
+	int k = 0;
+	for (int i = 0; i < ts->n; i++) {
+		struct target *t = ts->t[i];
+		if (t->active) {
+			ts->t[k++] = t;
+			continue;
+		}
+		*all_ok = *all_ok && t->ok;
+		release_target(t, false);
+		free(t);
+	}
+	ts->n = k;
+}
+
 static int count_active(const struct targets *ts)
 {
 	int n = 0;
@@ -407,6 +425,7 @@ static void follow_fork(struct targets *ts, pid_t parent, pid_t child, const str
 		fprintf(stderr, "memtraced: PID %d forked PID %d: not followed: %s\n", (int)parent,
 			(int)child, err);
 		release_target(n, true);
+		n->ok = true; /* a child gone at once is no failure of ours */
 		lifecycle_unwatch(lc, child);
 		return;
 	}
@@ -585,6 +604,7 @@ int main(int argc, char **argv)
 	uint64_t start = trace_out_mono_now_ns();
 	uint64_t interval_ns = (uint64_t)(o.snapshot_interval * 1e9);
 	uint64_t next_snapshot = start + interval_ns;
+	bool all_ok = true;
 	while (count_active(&ts) > 0) {
 		int nactive = count_active(&ts);
 		int slice = POLL_MS / nactive < MIN_POLL_MS ? MIN_POLL_MS : POLL_MS / nactive;
@@ -607,6 +627,7 @@ int main(int argc, char **argv)
 			}
 		}
 		handle_lifecycle(&ts, &o, lc);
+		drop_finished(&ts, &all_ok);
 		const char *why_all = NULL;
 		if (stop_signal) why_all = "signal";
 		else if (o.duration > 0 && (trace_out_mono_now_ns() - start) / 1e9 >= o.duration)
@@ -640,12 +661,7 @@ int main(int argc, char **argv)
 		}
 	}
 	status_close(view);
-	bool all_ok = true;
-	for (int i = 0; i < ts.n; i++) {
-		all_ok = all_ok && ts.t[i]->ok;
-		release_target(ts.t[i], false);
-		free(ts.t[i]);
-	}
+	drop_finished(&ts, &all_ok); /* all finished by now */
 	free(ts.t);
 	lifecycle_close(lc);
 

@@ -5,7 +5,12 @@
  * memory reads from the stack copy. Reads outside the copy are served from /proc/PID/mem only
  * for addresses inside a mapped object (constant text/data); the live stack beyond the copy is
  * never read (the target has moved on since the sample), but its existence tells that the
- * copy was too short: the stack is then marked truncated.
+ * copy was too short: the stack is then marked truncated (also when the target has exited
+ * since: the unwinder asking for more stack than the copy holds is the sign).
+ *
+ * A target in another mount namespace or chroot (a container) names its objects with its own
+ * paths: they are opened under its root, /proc/PID/root, held open from stacks_open on so that
+ * objects can still be loaded after the target has exited.
  *
  * Frames -> codes: a pc cache (pc -> code, cleared when the mappings are re-read) in front of
  * the code table (code -> object hash, ELF address, location list). A code is a hash of the
@@ -17,10 +22,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/openat2.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -138,7 +146,9 @@ struct frame_pc {
 struct stacks {
 	pid_t pid;
 	Dwfl *dwfl;
-	int mem_fd; /* /proc/PID/mem, -1 if it could not be opened */
+	int mem_fd;  /* /proc/PID/mem, -1 if it could not be opened */
+	int root_fd; /* the target's root when it is not ours (O_PATH), else -1 */
+	char root_path[32]; /* "/proc/PID/root": how libdw names files opened under root_fd */
 	uint64_t last_refresh_ns;
 
 	/* the sample being unwound */
@@ -278,10 +288,68 @@ static uint64_t unknown_code(struct stacks *s, Dwarf_Addr pc)
 }
 
 /* ---- libdw callbacks ---- */
+
+/* The struct stacks whose Dwfl the calling thread is using: libdw's find_elf callback gets no
+ * argument of ours (and 0.188 has no module -> Dwfl accessor). Set by every public function
+ * that may make libdw load an object; one struct stacks is used by one thread at a time. */
+static __thread struct stacks *current;
+
+/* Opens path (absolute, as the target sees it) under the target's root; -1 if absent. */
+static int open_in_root(int root_fd, const char *path)
+{
+	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT};
+	int fd = (int)syscall(SYS_openat2, root_fd, path, &how, sizeof how);
+	if (fd < 0)
+		return -1;
+	struct stat sb;
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) { /* never a device or a directory */
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int cb_find_elf(Dwfl_Module *mod, void **userdata, const char *module_name,
+		       Dwarf_Addr base, char **file_name, Elf **elfp)
+{
+	struct stacks *s = current;
+	if (s && s->root_fd >= 0 && module_name[0] == '/') {
+		int fd = open_in_root(s->root_fd, module_name);
+		if (fd >= 0) {
+			/* the name libdw searches .gnu_debuglink files next to: the target's view */
+			if (asprintf(file_name, "%s%s", s->root_path, module_name) < 0)
+				*file_name = NULL;
+			*elfp = NULL;
+			return fd;
+		}
+	}
+	return dwfl_linux_proc_find_elf(mod, userdata, module_name, base, file_name, elfp);
+}
+
 static const Dwfl_Callbacks proc_callbacks = {
-	.find_elf = dwfl_linux_proc_find_elf,
+	.find_elf = cb_find_elf,
 	.find_debuginfo = dwfl_standard_find_debuginfo, /* build-id and .gnu_debuglink files */
 };
+
+/* Same file (namespace or directory) for us and the target? */
+static bool same_inode(const char *ours, const char *theirs)
+{
+	struct stat a, b;
+	if (stat(ours, &a) != 0 || stat(theirs, &b) != 0)
+		return true; /* cannot tell: our own paths are the best guess */
+	return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* root_fd when the target's mount namespace or root is not ours. */
+static void open_target_root(struct stacks *s)
+{
+	char ns[64];
+	snprintf(s->root_path, sizeof s->root_path, "/proc/%d/root", (int)s->pid);
+	snprintf(ns, sizeof ns, "/proc/%d/ns/mnt", (int)s->pid);
+	if (same_inode("/proc/self/ns/mnt", ns) && same_inode("/", s->root_path))
+		return;
+	s->root_fd = open(s->root_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
 
 static pid_t cb_next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
 {
@@ -309,9 +377,12 @@ static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
 	if (s->mem_fd < 0 || addr > INT64_MAX - 8)
 		return false;
 	if (addr >= s->sp && addr - s->sp < STACK_SPAN) {
-		/* The live stack above the copy: not used (stale), only probed for existence. */
+		/* The live stack above the copy: not used (stale), only probed for existence. A
+		 * read of 0 bytes: the target has exited (no memory any more), so its stack cannot
+		 * be probed; the unwinder asking for more than the copy says the stack went on. */
 		Dwarf_Word probe;
-		if (pread(s->mem_fd, &probe, sizeof probe, (off_t)addr) == (ssize_t)sizeof probe)
+		ssize_t got = pread(s->mem_fd, &probe, sizeof probe, (off_t)addr);
+		if (got == (ssize_t)sizeof probe || (got == 0 && s->stack_len > 0))
 			s->truncated = true;
 		return false;
 	}
@@ -384,11 +455,14 @@ struct stacks *stacks_open(pid_t pid, char *err, size_t errlen)
 	}
 	s->pid = pid;
 	s->mem_fd = -1;
+	s->root_fd = -1;
+	current = s;
+	open_target_root(s);
 	s->dwfl = dwfl_begin(&proc_callbacks);
 	if (!s->dwfl) {
 		if (err)
 			snprintf(err, errlen, "dwfl_begin: %s", dwfl_errmsg(-1));
-		free(s);
+		stacks_close(s);
 		return NULL;
 	}
 	if (report_maps(s, err, errlen) < 0) {
@@ -412,6 +486,7 @@ void stacks_refresh(struct stacks *s)
 {
 	if (!s)
 		return;
+	current = s;
 	report_maps(s, NULL, 0);
 	map_clear(&s->pc_codes); /* a pc may now belong to another object */
 	s->stats.refreshes++;
@@ -459,6 +534,7 @@ int stacks_unwind(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_NREGS]
 	if (!s || !regs || !codes || max_codes <= 0)
 		return 0;
 	s->stats.samples++;
+	current = s;
 	s->tid = tid > 0 ? tid : s->pid;
 	s->regs = regs;
 	s->stack = stack;
@@ -525,6 +601,10 @@ void stacks_close(struct stacks *s)
 		dwfl_end(s->dwfl);
 	if (s->mem_fd >= 0)
 		close(s->mem_fd);
+	if (s->root_fd >= 0)
+		close(s->root_fd);
+	if (current == s)
+		current = NULL;
 	for (size_t i = 0; i < s->nentries; i++)
 		symbolize_free(s->entries[i].locs, s->entries[i].nlocs);
 	free(s->entries);

@@ -14,6 +14,7 @@
 
 #include "hash.h"
 #include "heapview_cli.h"
+#include "slot_index.h"
 #include "profile.pb-c.h"
 
 #define PROG "memtrace-pprof"
@@ -26,73 +27,24 @@ typedef Perftools__Profiles__Location Location;
 typedef Perftools__Profiles__Line Line;
 typedef Perftools__Profiles__Function Function;
 
+static void die_oom(void)
+{
+	fprintf(stderr, PROG ": out of memory\n");
+	exit(1);
+}
+
 static void *xcalloc(size_t n, size_t size)
 {
 	void *p = calloc(n ? n : 1, size);
-	if (!p) {
-		fprintf(stderr, PROG ": out of memory\n");
-		exit(1);
-	}
+	if (!p) die_oom();
 	return p;
 }
 
 static void *xrealloc(void *p, size_t size)
 {
 	p = realloc(p, size ? size : 1);
-	if (!p) {
-		fprintf(stderr, PROG ": out of memory\n");
-		exit(1);
-	}
+	if (!p) die_oom();
 	return p;
-}
-
-/* ---------------------------------------------------------------- u64 -> u32 map */
-
-typedef struct u64map {
-	uint64_t *keys;
-	uint32_t *vals; /* value + 1; 0 = empty */
-	size_t cap, n;
-} u64map;
-
-static void map_put(u64map *m, uint64_t key, uint32_t val);
-
-static void map_grow(u64map *m)
-{
-	u64map old = *m;
-	m->cap = m->cap ? m->cap * 2 : 1024;
-	m->n = 0;
-	m->keys = xcalloc(m->cap, sizeof *m->keys);
-	m->vals = xcalloc(m->cap, sizeof *m->vals);
-	for (size_t i = 0; i < old.cap; i++)
-		if (old.vals[i]) map_put(m, old.keys[i], old.vals[i] - 1);
-	free(old.keys);
-	free(old.vals);
-}
-
-/* Returns the value + 1 stored for key, or 0. */
-static uint32_t map_get(const u64map *m, uint64_t key)
-{
-	if (!m->cap) return 0;
-	for (size_t j = mt_mix64(key) & (m->cap - 1);; j = (j + 1) & (m->cap - 1)) {
-		if (!m->vals[j]) return 0;
-		if (m->keys[j] == key) return m->vals[j];
-	}
-}
-
-static void map_put(u64map *m, uint64_t key, uint32_t val)
-{
-	if ((m->n + 1) * 2 > m->cap) map_grow(m);
-	size_t j = mt_mix64(key) & (m->cap - 1);
-	while (m->vals[j] && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
-	if (!m->vals[j]) m->n++;
-	m->keys[j] = key;
-	m->vals[j] = val + 1;
-}
-
-static void map_free(u64map *m)
-{
-	free(m->keys);
-	free(m->vals);
 }
 
 /* ---------------------------------------------------------------- string table */
@@ -100,29 +52,27 @@ static void map_free(u64map *m)
 typedef struct strtab {
 	char **s;
 	size_t n, cap;
-	u64map index; /* hash of the string -> candidate index (collisions chained by probing) */
+	mt_slot_index index;
 } strtab;
+
+static uint64_t string_hash(const void *ctx, uint32_t i)
+{
+	return mt_fnv1a_str(((const strtab *)ctx)->s[i]);
+}
 
 static int64_t intern(strtab *t, const char *s)
 {
-	/* probe hash, hash+1, ... until the string or a free key is found */
-	for (uint64_t k = mt_fnv1a_str(s);; k++) {
-		uint32_t v = map_get(&t->index, k);
-		if (!v) break;
-		if (!strcmp(t->s[v - 1], s)) return v - 1;
-	}
+	if (mt_slot_reserve(&t->index, t->n, 1024, string_hash, t) < 0) die_oom();
+	size_t j = mt_slot_first(&t->index, mt_fnv1a_str(s));
+	for (; t->index.slots[j]; j = mt_slot_next(&t->index, j))
+		if (!strcmp(t->s[t->index.slots[j] - 1], s)) return t->index.slots[j] - 1;
 	if (t->n == t->cap) {
 		t->cap = t->cap ? t->cap * 2 : 256;
 		t->s = xrealloc(t->s, t->cap * sizeof *t->s);
 	}
 	t->s[t->n] = strdup(s);
-	if (!t->s[t->n]) {
-		fprintf(stderr, PROG ": out of memory\n");
-		exit(1);
-	}
-	uint64_t k = mt_fnv1a_str(s);
-	while (map_get(&t->index, k)) k++;
-	map_put(&t->index, k, t->n);
+	if (!t->s[t->n]) die_oom();
+	t->index.slots[j] = t->n + 1;
 	return t->n++;
 }
 
@@ -133,18 +83,38 @@ typedef struct builder {
 	strtab strings;
 	Function **functions;
 	size_t nfunctions, cap_functions;
-	u64map function_of; /* (name << 32 | filename) -> index */
+	mt_slot_index function_of; /* (name, filename) -> function */
 	Location **locations;
+	uint64_t *location_codes; /* the location code of each location */
 	size_t nlocations, cap_locations;
-	u64map location_of; /* location code -> index */
+	mt_slot_index location_of; /* location code -> location */
 } builder;
+
+/* A function is keyed by its name and file name, as string table indices. */
+static uint64_t function_key(int64_t name, int64_t file) { return (uint64_t)name << 32 | (uint64_t)file; }
+
+static uint64_t function_hash(const void *ctx, uint32_t i)
+{
+	const Function *fn = ((const builder *)ctx)->functions[i];
+	return mt_mix64(function_key(fn->name, fn->filename));
+}
+
+static uint64_t location_hash(const void *ctx, uint32_t i)
+{
+	return mt_mix64(((const builder *)ctx)->location_codes[i]);
+}
 
 static uint64_t function_id(builder *b, const char *name, const char *file)
 {
 	int64_t n = intern(&b->strings, name), f = intern(&b->strings, file);
-	uint64_t key = (uint64_t)n << 32 | (uint64_t)f;
-	uint32_t v = map_get(&b->function_of, key);
-	if (v) return v; /* ids are index + 1 */
+	uint64_t key = function_key(n, f);
+	mt_slot_index *ix = &b->function_of;
+	if (mt_slot_reserve(ix, b->nfunctions, 1024, function_hash, b) < 0) die_oom();
+	size_t j = mt_slot_first(ix, mt_mix64(key));
+	for (; ix->slots[j]; j = mt_slot_next(ix, j)) {
+		const Function *fn = b->functions[ix->slots[j] - 1];
+		if (function_key(fn->name, fn->filename) == key) return ix->slots[j]; /* id = index + 1 */
+	}
 	if (b->nfunctions == b->cap_functions) {
 		b->cap_functions = b->cap_functions ? b->cap_functions * 2 : 256;
 		b->functions = xrealloc(b->functions, b->cap_functions * sizeof *b->functions);
@@ -156,17 +126,21 @@ static uint64_t function_id(builder *b, const char *name, const char *file)
 	fn->system_name = n;
 	fn->filename = f;
 	b->functions[b->nfunctions] = fn;
-	map_put(&b->function_of, key, b->nfunctions);
+	ix->slots[j] = b->nfunctions + 1;
 	return ++b->nfunctions;
 }
 
 static uint64_t location_id(builder *b, uint64_t code)
 {
-	uint32_t v = map_get(&b->location_of, code);
-	if (v) return v;
+	mt_slot_index *ix = &b->location_of;
+	if (mt_slot_reserve(ix, b->nlocations, 1024, location_hash, b) < 0) die_oom();
+	size_t j = mt_slot_first(ix, mt_mix64(code));
+	for (; ix->slots[j]; j = mt_slot_next(ix, j))
+		if (b->location_codes[ix->slots[j] - 1] == code) return ix->slots[j]; /* id = index + 1 */
 	if (b->nlocations == b->cap_locations) {
 		b->cap_locations = b->cap_locations ? b->cap_locations * 2 : 256;
 		b->locations = xrealloc(b->locations, b->cap_locations * sizeof *b->locations);
+		b->location_codes = xrealloc(b->location_codes, b->cap_locations * sizeof *b->location_codes);
 	}
 	Location *loc = xcalloc(1, sizeof *loc);
 	perftools__profiles__location__init(loc);
@@ -196,7 +170,8 @@ static uint64_t location_id(builder *b, uint64_t code)
 		}
 	}
 	b->locations[b->nlocations] = loc;
-	map_put(&b->location_of, code, b->nlocations);
+	b->location_codes[b->nlocations] = code;
+	ix->slots[j] = b->nlocations + 1;
 	return ++b->nlocations;
 }
 
@@ -305,9 +280,10 @@ static void destroy(Profile *p, builder *b)
 	free(b->functions);
 	for (size_t i = 0; i < b->strings.n; i++) free(b->strings.s[i]);
 	free(b->strings.s);
-	map_free(&b->strings.index);
-	map_free(&b->function_of);
-	map_free(&b->location_of);
+	free(b->location_codes);
+	mt_slot_free(&b->strings.index);
+	mt_slot_free(&b->function_of);
+	mt_slot_free(&b->location_of);
 }
 
 static int write_gzip(const char *output, const uint8_t *buf, size_t len)

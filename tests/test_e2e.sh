@@ -57,7 +57,7 @@ signatures() {
 # check_chains NAME DUMP WANT: >= 99% of the 505-word samples (at least MIN) end in WANT and
 # begin at _start (the whole stack, nothing truncated).
 check_chains() {
-	local name=$1 dump=$2 want=$3 src=${4:-e2e_chain.c} min=20
+	local name=$1 dump=$2 want=$3 src=${4:-e2e_chain.c} min=${MIN_SAMPLES:-20}
 	signatures "$dump" "$src" >"$dump.sig"
 	local total ok
 	total=$(wc -l <"$dump.sig")
@@ -199,4 +199,36 @@ if [ "$total" -ge 20 ] && [ "$ok" = "$total" ] && grep -q '<truncated>:0:0-0 \[s
 else fail alloca_32k_truncation_marker "$ok of $total samples are '$want'; most common: $(sort "$TMP/alloca.sig" | uniq -c | sort -rn | head -n 2 | tr '\n' ';')"; fi
 if grep -q "truncated" "$TMP/alloca.err"; then pass alloca_truncation_in_summary
 else fail alloca_truncation_in_summary "$(tail -n 1 "$TMP/alloca.err")"; fi
+
+# ---------------------------------------------------------------- known failures (not run)
+# Bugs found here in files of other engineers (see the E2E report). They are left out of the
+# suite: E2E_KNOWN_BUGS=1 runs them.
+if [ "${E2E_KNOWN_BUGS:-}" != 1 ]; then
+	echo "# known failures not run (E2E_KNOWN_BUGS=1 runs them): pid_final_samples_all_written, short_cmd_has_stacks"
+	exit 0
+fi
+# -p: samples taken between the final drain and the detach are lost without being counted
+# (session_finish: final drain, tracer_get_stats, then tracer_close). At rate 1 each "sampled"
+# allocation must be a record in the trace: sampled == written == allocations in the trace.
+mkdir -p "$TMP/fast"
+"$CHAIN" fast "$TMP/fast" >/dev/null & fpid=$!
+if wait_ready "$TMP/fast"; then
+	lost_runs=""
+	for k in 1 2 3 4 5; do
+		trace fast$k -p $fpid --rate 1 --duration 1
+		read -r sampled written < <(sed -n 's/.* \([0-9]*\) sampled, \([0-9]*\) samples written.*/\1 \2/p' "$TMP/fast$k.err")
+		in_trace=$(grep -c ' alloc id=' "$TMP/fast$k.dump")
+		if [ -z "$sampled" ] || [ "$sampled" != "$written" ] || [ "$written" != "$in_trace" ]; then
+			lost_runs="$lost_runs run $k: ${sampled:-?} sampled, ${written:-?} written, $in_trace in the trace;"
+		fi
+	done
+	if [ -z "$lost_runs" ]; then pass pid_final_samples_all_written
+	else fail pid_final_samples_all_written "samples lost uncounted at the detach:$lost_runs"; fi
+else fail pid_final_samples_all_written "the workload never got ready"; fi
+touch "$TMP/fast/stop"; wait $fpid
+
+# -- CMD of a program that lives a few milliseconds: its stacks must still be unwound (the
+# mappings are gone once it has exited and been reaped).
+trace short --rate 1 -- "$CHAIN" run 3
+MIN_SAMPLES=3 check_chains short_cmd_has_stacks "$TMP/short.dump" "$(want_chain main_run)"
 exit 0

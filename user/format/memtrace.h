@@ -70,10 +70,13 @@ int mt_writer_collect(mt_writer *w, uint64_t time_us, uint64_t id);
 /* Writes what is buffered (location packets, then the events packet) with one write() per
  * packet, and starts a new events packet at time_us (clamped). */
 int mt_writer_flush(mt_writer *w, uint64_t time_us);
-/* Final flush at the last event time, frees the writer; returns < 0 if any write failed. */
+/* Final flush at the last event time, frees the writer; returns < 0 if any write failed.
+ * After a failed write, a regular file ends with the last whole packet (the part of a packet
+ * a full disk took is cut off again); a pipe or socket keeps what it took. */
 int mt_writer_close(mt_writer *w);
 const char *mt_writer_error(const mt_writer *w);
 uint64_t mt_writer_next_id(const mt_writer *w);
+/* Bytes written so far; on a regular file, the file's length from the writer's start. */
 uint64_t mt_writer_bytes_written(const mt_writer *w);
 
 /* ------------------------------------------------------------------------------------

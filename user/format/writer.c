@@ -63,6 +63,7 @@ struct mt_writer {
 	uint8_t scratch[MT_MAX_PACKET];
 };
 
+/* Sets the message of mt_writer_error (printf-style: the compiler checks the format). */
 #define set_error(w, ...) snprintf((w)->err, sizeof (w)->err, __VA_ARGS__)
 
 /* Sets the error and makes the writer failed (sticky); returns -1. */
@@ -86,10 +87,10 @@ static int write_all(mt_writer *w, const uint8_t *buf, size_t len)
 		ssize_t n = write(w->fd, buf + done, len - done);
 		if (n < 0 && errno == EINTR) continue;
 		if (n <= 0) {
-			int e = n < 0 ? errno : 0;
+			int e = n < 0 ? errno : EIO;
 			cut_partial_packet(w, start, done);
-			errno = e;
-			return fail(w, "write to trace failed: %s", e ? strerror(e) : "no progress");
+			errno = e; /* for mt_writer_open's caller */
+			return fail(w, "write to trace failed: %s", n < 0 ? strerror(e) : "no progress");
 		}
 		done += (size_t)n;
 		w->bytes_written += (size_t)n;

@@ -180,19 +180,62 @@ static int codes_equal(const uint64_t *a, int na, const uint64_t *b, int nb)
 	return na == nb && memcmp(a, b, sizeof(*a) * (size_t)na) == 0;
 }
 
+/* demangle_symbol through Debian 12's libiberty (20230104, GCC 12/13 era): Itanium C++, Rust
+ * legacy (Itanium-like _ZN...E with a "17h<16 hex>" hash, which is left out) and Rust v0 (_R).
+ * Expected outputs are what c++filt / rustfilt print (c++filt keeps the legacy hash). */
 static void test_demangle(void)
 {
-	char *cxx = demangle_symbol("_ZN6shapes3BoxIiE4growEi");
-	CHECKF("demangle_cxx", cxx && strcmp(cxx, "shapes::Box<int>::grow(int)") == 0, "got %s",
-	       cxx ? cxx : "NULL");
-	free(cxx);
-	char *rust = demangle_symbol("_RNvCs1234_7mycrate3foo");
-	CHECKF("demangle_rust_v0", rust && strcmp(rust, "mycrate::foo") == 0, "got %s",
-	       rust ? rust : "NULL");
-	free(rust);
-	char *c = demangle_symbol("main");
-	CHECK("demangle_c_name_left_alone", c == NULL);
-	free(c);
+	static const struct {
+		const char *name, *mangled, *want; /* want NULL: left alone (not demangled) */
+	} cases[] = {
+		{"demangle_cxx", "_ZN6shapes3BoxIiE4growEi", "shapes::Box<int>::grow(int)"},
+		{"demangle_cxx_std_template", "_ZNSt6vectorIiSaIiEE9push_backERKi",
+		 "std::vector<int, std::allocator<int> >::push_back(int const&)"},
+		{"demangle_cxx_operator_plus", "_ZN6shapes3BoxIiEplERKS1_",
+		 "shapes::Box<int>::operator+(shapes::Box<int> const&)"},
+		{"demangle_cxx_operator_call", "_ZNK3FooclEv", "Foo::operator()() const"},
+		{"demangle_cxx_operator_assign_move", "_ZN3FooaSEOS_", "Foo::operator=(Foo&&)"},
+		{"demangle_cxx_operator_new", "_Znwm", "operator new(unsigned long)"},
+		{"demangle_cxx_conversion", "_ZNK1AIiEcviEv", "A<int>::operator int() const"},
+		{"demangle_cxx_lambda", "_ZZ4mainENKUliE_clEi",
+		 "main::{lambda(int)#1}::operator()(int) const"},
+		{"demangle_cxx_function_template", "_ZSt4endlIcSt11char_traitsIcEERSt13basic_ostreamIT_T0_ES6_",
+		 "std::basic_ostream<char, std::char_traits<char> >& std::endl<char, "
+		 "std::char_traits<char> >(std::basic_ostream<char, std::char_traits<char> >&)"},
+		{"demangle_cxx_constructor", "_ZNSt8ios_base4InitC1Ev", "std::ios_base::Init::Init()"},
+		{"demangle_cxx_static_local_fn", "_ZL3foov", "foo()"},
+		{"demangle_rust_legacy_hash_dropped", "_ZN3foo3bar17h05af221e174051e9E", "foo::bar"},
+		{"demangle_rust_legacy_escapes",
+		 "_ZN5alloc7raw_vec19RawVec$LT$T$C$A$GT$8allocate17h1234567890abcdefE",
+		 "alloc::raw_vec::RawVec<T,A>::allocate"},
+		{"demangle_rust_legacy_trait_impl",
+		 "_ZN63_$LT$alloc..vec..Vec$LT$T$GT$$u20$as$u20$core..clone..Clone$GT$5clone17h0123456789abcdefE",
+		 "<alloc::vec::Vec<T> as core::clone::Clone>::clone"},
+		{"demangle_rust_legacy_closure",
+		 "_ZN3std2rt10lang_start28_$u7b$$u7b$closure$u7d$$u7d$17h0123456789abcdefE",
+		 "std::rt::lang_start::{{closure}}"},
+		{"demangle_rust_v0", "_RNvCs1234_7mycrate3foo", "mycrate::foo"},
+		{"demangle_rust_v0_nested", "_RNvNvCs1234_7mycrate4main4tick", "mycrate::main::tick"},
+		{"demangle_rust_v0_closure", "_RNCNvCs1234_7mycrate4main0B3_", "mycrate::main::{closure#0}"},
+		{"demangle_rust_v0_generic", "_RINvNtCs1234_4core3mem4swaplEB4_", "core::mem::swap::<i32>"},
+		{"demangle_rust_v0_trait_impl",
+		 "_RNvXs_Cs1234_7mycrateNtB4_3FooNtNtCs5678_4core3fmt7Display3fmt",
+		 "<mycrate::Foo as core::fmt::Display>::fmt"},
+		{"demangle_c_name_left_alone", "main", NULL},
+		{"demangle_c_underscore_name_left_alone", "__libc_start_main", NULL},
+		{"demangle_gcc_global_ctor_left_alone", "_GLOBAL__sub_I_main", NULL},
+		{"demangle_broken_cxx_is_null", "_ZZZ", NULL},
+		{"demangle_broken_rust_v0_is_null", "_Rxyz", NULL},
+		{"demangle_empty_is_null", "", NULL},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char *got = demangle_symbol(cases[i].mangled);
+		int ok = cases[i].want ? got && strcmp(got, cases[i].want) == 0 : got == NULL;
+		CHECKF(cases[i].name, ok, "%s -> %s (want %s)", cases[i].mangled, got ? got : "NULL",
+		       cases[i].want ? cases[i].want : "NULL");
+		free(got);
+	}
+	CHECK("demangle_null_is_null", demangle_symbol(NULL) == NULL);
 }
 
 static void test_open_errors(void)
@@ -523,6 +566,93 @@ static void test_stripped(const char *how, const char *objcopy_flag)
 	unlink(path);
 }
 
+/* Debug info split off into a file named by .gnu_debuglink (objcopy --only-keep-debug,
+ * --strip-debug --add-gnu-debuglink), found next to the stripped binary: the frames keep
+ * file:line:column and the inlined frame. */
+static void test_split_debug(void)
+{
+	const char *src = "stacks_deep.c";
+	char dir[] = "/tmp/stacks_split.XXXXXX";
+	if (!mkdtemp(dir)) {
+		CHECKF("split_debuglink_workload", 0, "mkdtemp: %s", strerror(errno));
+		return;
+	}
+	char bin[PATH_MAX], dbg[PATH_MAX], cmd[6 * PATH_MAX + 256];
+	snprintf(bin, sizeof bin, "%s/stacks_deep", dir);
+	snprintf(dbg, sizeof dbg, "%s/stacks_deep.debug", dir);
+	snprintf(cmd, sizeof cmd,
+		 "objcopy --only-keep-debug '%s/tests/targets/stacks_deep' '%s' && "
+		 "objcopy --strip-debug --add-gnu-debuglink='%s' '%s/tests/targets/stacks_deep' '%s' && "
+		 "! readelf -S '%s' | grep -q debug_info",
+		 build_dir, dbg, dbg, build_dir, bin, bin);
+	int ok = system(cmd) == 0;
+	CHECKF("split_debuglink_workload", ok, "%s failed", cmd);
+	pid_t pid = ok ? spawn_path(bin) : -1;
+	ok = pid > 0 && wait_stop(pid) == 0 && capture(pid, &s1) == 0;
+	char err[256] = "";
+	struct stacks *st = ok ? stacks_open(pid, err, sizeof err) : NULL;
+	if (st) {
+		uint64_t c[MAX_CODES];
+		int n = stacks_unwind(st, pid, s1.regs, s1.stack, s1.stack_len, c, MAX_CODES);
+		printf("split debug (.gnu_debuglink):\n");
+		describe(st, c, n);
+		const mt_location *l;
+		int nl = n > 6 ? locs_of(st, c[6], &l) : -1;
+		CHECKF("split_debuglink_file_line",
+		       n >= 10 && is_frame(st, c[0], "recurse", src, "fake_alloc") &&
+			       is_frame(st, c[5], "level3", src, "level3") &&
+			       is_frame(st, c[8], "main", src, "main"),
+		       "n=%d", n);
+		CHECKF("split_debuglink_inlined_frame",
+		       nl == 2 && strcmp(l[0].defname, "level2") == 0 &&
+			       strcmp(l[1].defname, "inline_helper") == 0 &&
+			       (int)l[1].line == marker_line(src, "inline_helper"),
+		       "nlocs=%d", nl);
+		stacks_close(st);
+	} else {
+		CHECKF("split_debuglink_open", 0, "capture or open failed: %s", err);
+	}
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	unlink(bin);
+	unlink(dbg);
+	rmdir(dir);
+}
+
+/* Samples are often unwound after the target has exited (the last drain): the copy still
+ * unwinds, and a copy too short still ends in the truncation marker, though the target's
+ * stack can no longer be probed. */
+static void test_after_exit(void)
+{
+	pid_t pid = spawn("stacks_deep");
+	int ok = pid > 0 && wait_stop(pid) == 0 && capture(pid, &s1) == 0;
+	char err[256] = "";
+	struct stacks *st = ok ? stacks_open(pid, err, sizeof err) : NULL;
+	CHECKF("after_exit_open", st, "%s", err);
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	if (!st)
+		return;
+	uint64_t c[MAX_CODES], t[MAX_CODES];
+	int n = stacks_unwind(st, pid, s1.regs, s1.stack, s1.stack_len, c, MAX_CODES);
+	const mt_location *l;
+	int nl = n > 0 ? locs_of(st, c[n - 1], &l) : -1;
+	CHECKF("after_exit_full_unwind",
+	       n >= 10 && is_frame(st, c[0], "recurse", "stacks_deep.c", "fake_alloc") && nl >= 1 &&
+		       strcmp(l[0].filename, STACKS_TRUNCATED_FILE) != 0,
+	       "n=%d", n);
+	int nt = stacks_unwind(st, pid, s1.regs, s1.stack, 96, t, MAX_CODES);
+	nl = nt > 0 ? locs_of(st, t[nt - 1], &l) : -1;
+	CHECKF("after_exit_truncated_marker",
+	       nt >= 2 && nt < n && nl == 1 && strcmp(l[0].filename, STACKS_TRUNCATED_FILE) == 0,
+	       "n=%d last=%s", nt, nl == 1 ? l[0].defname : "-");
+	stacks_close(st);
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -534,5 +664,7 @@ int main(void)
 	test_thread();
 	test_stripped("debug", "--strip-debug");
 	test_stripped("all", "--strip-all");
+	test_split_debug();
+	test_after_exit();
 	return CHECK_DONE();
 }

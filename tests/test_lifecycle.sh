@@ -3,7 +3,7 @@
 # that counts are exact. Workloads: tests/targets/life_*.c (each waits for a go-ahead file the
 # test creates once memtraced says its probes are in place), tests/plugins/life_plugin.c.
 #  - exec: two traces (FILE and FILE.exec1.ctf), each with its own program's allocations, both
-#    read cleanly; the same with the /proc fallback watcher;
+#    read cleanly: with -- CMD, with -p, and with the /proc fallback watcher;
 #  - fork: without --follow-forks the parent's trace has no child allocation and no other
 #    trace is written; with it, one trace per child with exactly its allocations (none of the
 #    blocks it inherited), a thread is not a process;
@@ -46,12 +46,24 @@ wait_for_line() {
 # exec_case NAME [ENV...]: life_exec (100 blocks at before_exec_site) execs life_exec_after
 # (50 blocks at after_exec_site, 25 freed)
 exec_case() {
-	local name=$1; shift
+	local name=$1 mode=$2; shift 2
 	local S=$TMP/$name
 	mkdir -p "$S/d"
-	env "$@" "$MT" --rate 1 -o "$S/trace.ctf" -- "$TARGETS/life_exec" "$S/d" 100 \
-		"$TARGETS/life_exec_after" "$S/d" 50 >"$S/out" 2>"$S/err" &
-	local mpid=$!
+	local mpid tpid=""
+	if [ "$mode" = cmd ]; then
+		touch "$S/d/no-wait"
+		env "$@" "$MT" --rate 1 -o "$S/trace.ctf" -- "$TARGETS/life_exec" "$S/d" 100 \
+			"$TARGETS/life_exec_after" "$S/d" 50 >"$S/out" 2>"$S/err" &
+		mpid=$!
+	else # -p: attach to the running program, then let it allocate
+		"$TARGETS/life_exec" "$S/d" 100 "$TARGETS/life_exec_after" "$S/d" 50 >"$S/out" &
+		tpid=$!
+		for _ in $(seq 100); do [ -e "$S/d/started" ] && break; sleep 0.05; done
+		env "$@" "$MT" --rate 1 -o "$S/trace.ctf" -p $tpid 2>"$S/err" &
+		mpid=$!
+		wait_for_line "$S/err" "tracing PID" || fail "${name}_attached" "$(tail -n 3 "$S/err")"
+		touch "$S/d/go-start"
+	fi
 	# the old program's blocks in its trace (flushed once a second), then the exec
 	for _ in $(seq 300); do
 		"$DUMP" "$S/trace.ctf" 2>/dev/null | grep -q ' alloc id=.*before_exec_site$' && break
@@ -61,6 +73,7 @@ exec_case() {
 	if wait_for_line "$S/err" "tracing PID .*life_exec_after"; then touch "$S/d/go-after"
 	else touch "$S/d/go-after"; fail "${name}_followed" "no second session: $(tail -n 3 "$S/err" | tr '\n' ' ')"; fi
 	timeout 60 tail --pid=$mpid -f /dev/null; wait $mpid; local mrc=$?
+	[ -n "$tpid" ] && wait $tpid
 	sed 's/^/# /' "$S/err" | cut -c1-600
 	local ok=yes why=""
 	[ "$mrc" = 0 ] || { ok=no; why="memtraced exit $mrc;"; }
@@ -82,8 +95,9 @@ exec_case() {
 		pass "${name}_traces_name_their_program"
 	else fail "${name}_traces_name_their_program" "$(grep -h executable_name "$S"/*.dump | tr '\n' ' ')"; fi
 }
-exec_case exec
-exec_case exec_proc_fallback MEMTRACED_LIFECYCLE=proc
+exec_case exec cmd
+exec_case exec_pid pid
+exec_case exec_proc_fallback cmd MEMTRACED_LIFECYCLE=proc
 
 # ---------------------------------------------------------------- fork
 # fork_case NAME FOLLOW(yes/no): life_fork: 3 children of 30 blocks at child_site, 2 x 20 at

@@ -2,7 +2,7 @@
  *
  *   life_exec DIR N PROG ARGS...
  *
- * Allocates N blocks of 40 bytes at before_exec_site (kept: live at the exec), prints
+ * Waits for DIR/go-start (memtraced -p has attached; DIR/no-wait: at once), allocates N blocks of 40 bytes at before_exec_site (kept: live at the exec), prints
  * "truth before_exec_site N", waits for DIR/go-exec (the test sees the blocks in the trace: a
  * program gone within milliseconds leaves nothing to unwind its stacks against), then execs
  * PROG ARGS (life_exec_after). */
@@ -24,6 +24,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	int n = atoi(argv[2]);
+	char start[4096], nowait[4096];
+	snprintf(start, sizeof start, "%s/go-start", argv[1]);
+	snprintf(nowait, sizeof nowait, "%s/no-wait", argv[1]);
+	touch(argv[1], "started", -1);
+	wait_for(start, nowait);
 	for (int i = 0; i < n && i < 100000; i++) kept[i] = before_exec_site(40);
 	printf("truth before_exec_site %d\n", n);
 	fflush(stdout);

@@ -66,6 +66,17 @@ static void test_sites_added(void)
 	rc = alloc_sites_added(getpid(), &have, added, err, sizeof err);
 	CHECKF("sites_added_nothing_new", rc == 0 && added->n == 0, "rc %d, %d sites (first %s)", rc,
 	       added->n, added->n ? added->sites[0].path : "");
+	/* the same files under other names (/lib -> /usr/lib on merged-/usr): nothing new either */
+	for (int i = 0; i < have.n; i++) {
+		char real[4096];
+		if (strncmp(have.sites[i].path, "/usr/lib/", 9) == 0) {
+			snprintf(real, sizeof real, "/lib/%s", have.sites[i].path + 9);
+			if (access(real, R_OK) == 0) snprintf(have.sites[i].path, sizeof have.sites[i].path, "%s", real);
+		}
+	}
+	rc = alloc_sites_added(getpid(), &have, added, err, sizeof err);
+	CHECKF("sites_added_same_file_other_name", rc == 0 && added->n == 0, "rc %d, %d sites", rc,
+	       added->n);
 	rc = alloc_sites_added(999999999, &have, added, err, sizeof err);
 	CHECKF("sites_added_gone_process", rc == -1 && strstr(err, "gone"), "rc %d: %s", rc, err);
 	free(added);

@@ -25,10 +25,18 @@ static void root_prefix(pid_t pid, char *root, size_t len)
 	if (!same_ns || n != 1 || link[0] != '/') snprintf(root, len, "/proc/%d/root", (int)pid);
 }
 
-static bool probed(const struct alloc_sites *have, const char *path)
+/* Is the file at path (compared by identity: /lib and /usr/lib name the same files on a
+ * merged-/usr system) one that sites already probes? */
+static bool probed(const struct alloc_sites *sites, const char *path)
 {
-	for (int i = 0; i < have->n; i++)
-		if (strcmp(have->sites[i].path, path) == 0) return true;
+	struct stat st, other;
+	bool have_st = stat(path, &st) == 0;
+	for (int i = 0; i < sites->n; i++) {
+		if (strcmp(sites->sites[i].path, path) == 0) return true;
+		if (have_st && stat(sites->sites[i].path, &other) == 0 && other.st_dev == st.st_dev &&
+		    other.st_ino == st.st_ino)
+			return true;
+	}
 	return false;
 }
 

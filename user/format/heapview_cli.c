@@ -16,6 +16,13 @@ int hv_cli_number(const char *prog, const char *opt, const char *s, double *out)
 	return 0;
 }
 
+int hv_cli_group(const char *prog, const char *s, enum hv_group *g)
+{
+	if (hv_parse_group(s, g) == 0) return 0;
+	fprintf(stderr, "%s: --group wants function, line or stack, not \"%s\"\n", prog, s);
+	return -1;
+}
+
 int hv_cli_operands(const char *prog, int nargs, int want, const char *what,
 		    void (*usage)(FILE *))
 {

@@ -12,6 +12,9 @@
  * returns -1. */
 int hv_cli_number(const char *prog, const char *opt, const char *s, double *out);
 
+/* Parses s, the value of --group, into *g; else says which values there are and returns -1. */
+int hv_cli_group(const char *prog, const char *s, enum hv_group *g);
+
 /* 0 if there are nargs == want operands; else prints "PROG: expected WHAT" and the usage to
  * stderr and returns -1. */
 int hv_cli_operands(const char *prog, int nargs, int want, const char *what,

@@ -82,12 +82,7 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'n': if (hv_cli_number(PROG, "--top", optarg, &top)) return 2; break;
 		case 'F': if (hv_cli_number(PROG, "--frames", optarg, &frames)) return 2; break;
-		case 'g':
-			if (hv_parse_group(optarg, &group) < 0) {
-				fprintf(stderr, PROG ": --group wants function, line or stack, not \"%s\"\n", optarg);
-				return 2;
-			}
-			break;
+		case 'g': if (hv_cli_group(PROG, optarg, &group)) return 2; break;
 		case 'r': raw = 1; break;
 		case 'L': opt.lenient = 1; break;
 		case 'h': usage(stdout); return 0;

@@ -93,10 +93,7 @@ int main(int argc, char **argv)
 			else { fprintf(stderr, PROG ": --by wants alloc or live, not \"%s\"\n", optarg); return 2; }
 			break;
 		case 'g':
-			if (hv_parse_group(optarg, &group) < 0) {
-				fprintf(stderr, PROG ": --group wants function, line or stack, not \"%s\"\n", optarg);
-				return 2;
-			}
+			if (hv_cli_group(PROG, optarg, &group)) return 2;
 			group_name = optarg;
 			break;
 		case 'r': raw = 1; break;

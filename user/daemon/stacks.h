@@ -31,7 +31,12 @@
 
 struct stacks;
 
-/* Reads /proc/PID/maps and prepares the unwinder. NULL on error, with a message in err. */
+/* Reads /proc/PID/maps and prepares the unwinder. NULL on error, with a message in err.
+ * Objects are opened as the target names them; for a target in another mount namespace or
+ * root (a container) under /proc/PID/root, whose handle is kept so that objects still load
+ * after the target has exited. DWARF split off into a debug file is found by libdw's standard
+ * search: /usr/lib/debug/.build-id/xx/yyyy.debug, then the .gnu_debuglink name next to the
+ * object, in its .debug/ and under /usr/lib/debug/DIR. */
 struct stacks *stacks_open(pid_t pid, char *err, size_t errlen);
 /* Re-reads the process's mappings (dlopen, exec). Also done automatically, rate-limited, when a
  * pc falls in no known object. */

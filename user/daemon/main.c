@@ -350,9 +350,10 @@ static bool sites_mapped(pid_t pid, const struct alloc_sites *sites)
 /* t exec'd a new program: its trace ends, a new session follows the new program into
  * FILE.execN.ctf (same snapshotter). The new session is attached before the old one detaches:
  * records stamped after the exec go to the new one only (see session_opts.exec_time). */
-static void follow_exec(struct targets *ts, struct target *t, const struct cli_opts *o,
-			struct lifecycle *lc)
+static void follow_exec(struct targets *ts, struct target *t, uint64_t exec_ns,
+			const struct cli_opts *o, struct lifecycle *lc)
 {
+	session_exec_at(t->s, exec_ns); /* the event is consumed: the session cannot ask any more */
 	char err[1024] = "";
 	struct target *n = add_target(ts, t->pid);
 	if (!n) {
@@ -478,7 +479,7 @@ static void handle_lifecycle(struct targets *ts, const struct cli_opts *o, struc
 	while (lifecycle_next(lc, &ev)) {
 		struct target *t = active_target(ts, ev.pid);
 		if (!t) continue;
-		if (ev.kind == LC_EXEC) follow_exec(ts, t, o, lc);
+		if (ev.kind == LC_EXEC) follow_exec(ts, t, ev.time_ns, o, lc);
 		else if (ev.kind == LC_FORK && o->follow_forks) follow_fork(ts, ev.pid, ev.child, o, lc);
 		else if (ev.kind == LC_DLOPEN) t->dlopen_pending = true;
 	}

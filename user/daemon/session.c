@@ -342,6 +342,11 @@ int session_add_sites(struct session *s, const struct alloc_sites *added, char *
 	return rc;
 }
 
+void session_exec_at(struct session *s, uint64_t mono_ns)
+{
+	if (!s->exec_ns || mono_ns < s->exec_ns) s->exec_ns = mono_ns;
+}
+
 void session_refresh_mappings(struct session *s)
 {
 	if (s->stacks) stacks_refresh(s->stacks);

@@ -60,6 +60,9 @@ int session_poll(struct session *s, int timeout_ms);
 /* Probes the sites of a library mapped since (dlopen; they must not be probed yet) and re-reads
  * the mappings for the unwinder. 0, or -1 with a message (tracing goes on). */
 int session_add_sites(struct session *s, const struct alloc_sites *added, char *err, size_t errlen);
+/* The target exec'd at mono_ns (CLOCK_MONOTONIC): later records are the new program's, ignored
+ * (when the exec_time callback did not tell already). */
+void session_exec_at(struct session *s, uint64_t mono_ns);
 /* The mappings changed (dlopen, dlclose): re-read them for the unwinder. */
 void session_refresh_mappings(struct session *s);
 /* Drains what is left, reconciles, detaches (the target runs on unharmed) and closes the trace.

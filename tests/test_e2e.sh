@@ -200,6 +200,11 @@ else fail alloca_32k_truncation_marker "$ok of $total samples are '$want'; most 
 if grep -q "truncated" "$TMP/alloca.err"; then pass alloca_truncation_in_summary
 else fail alloca_truncation_in_summary "$(tail -n 1 "$TMP/alloca.err")"; fi
 
+# memtraced's stderr of every run above: no sanitizer report (SANITIZE=1 builds)
+reports=$(grep -l -E "AddressSanitizer|LeakSanitizer|runtime error:" "$TMP"/*.err 2>/dev/null | tr '\n' ' ')
+if [ -z "$reports" ]; then pass e2e_no_sanitizer_reports
+else fail e2e_no_sanitizer_reports "in $reports"; fi
+
 # ---------------------------------------------------------------- known failures (not run)
 # Bugs found here in files of other engineers (see the E2E report). They are left out of the
 # suite: E2E_KNOWN_BUGS=1 runs them.

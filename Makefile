@@ -146,7 +146,7 @@ clean:
 DEPS := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libcapstone-dev zlib1g-dev \
         pkg-config libclang-rt-14-dev binutils procps libiberty-dev g++ \
         libprotobuf-c-dev protobuf-c-compiler chromium golang-go nodejs libjemalloc2 tmux \
-        libjemalloc-dev libtcmalloc-minimal4 libmimalloc2.0
+        libjemalloc-dev libtcmalloc-minimal4 libmimalloc2.0 libc6-dbg
 deps:
 	@missing=$$(for p in $(DEPS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

@@ -91,6 +91,15 @@ else
 	skip pprof_go "go (golang-go) is needed to read the profile back (make deps)"
 fi
 
+# ---- a trace without allocations: empty tables, no error
+"$BIN/memtrace-filter" --from 1000 --to 1001 "$M" "$TMP/noalloc.ctf" 2>/dev/null
+out=$("$REPORT" "$TMP/noalloc.ctf" 2>&1); rc=$?
+if [ $rc = 0 ] && [ "$(printf '%s\n' "$out" | grep -c '^     (none)$')" = 2 ]; then pass report_no_allocations
+else fail report_no_allocations "rc $rc: $out"; fi
+out=$("$DIFF" "$TMP/noalloc.ctf" "$TMP/noalloc.ctf" 2>&1); rc=$?
+if [ $rc = 0 ] && [ "$(printf '%s\n' "$out" | grep -c '^     (none)$')" = 2 ]; then pass diff_no_allocations
+else fail diff_no_allocations "rc $rc: $out"; fi
+
 # ---- an empty --from/--to window is bad usage (exit 2) in every tool that takes one
 bad=""
 for tool in report flamegraph pprof; do

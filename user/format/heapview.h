@@ -92,6 +92,8 @@ typedef struct hv_rows {
 /* by_live: pick the heaviest context by live bytes instead of allocated bytes. */
 int hv_group_rows(const hv_heap *h, enum hv_group g, int by_live, hv_rows *out);
 void hv_rows_free(hv_rows *r);
+/* Sorts the rows with cmp (qsort; an empty table has no array to sort). */
+void hv_rows_sort(hv_rows *r, int (*cmp)(const void *, const void *));
 /* Finds a row by key (linear; for tests and diff). */
 const hv_row *hv_rows_find(const hv_rows *r, const char *key);
 

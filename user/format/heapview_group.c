@@ -171,6 +171,11 @@ void hv_rows_free(hv_rows *r)
 	r->n = 0;
 }
 
+void hv_rows_sort(hv_rows *r, int (*cmp)(const void *, const void *))
+{
+	if (r->n) qsort(r->rows, r->n, sizeof *r->rows, cmp);
+}
+
 const hv_row *hv_rows_find(const hv_rows *r, const char *key)
 {
 	for (size_t i = 0; i < r->n; i++)

@@ -104,8 +104,8 @@ int main(int argc, char **argv)
 	}
 
 	/* match rows by key: both sorted by key, then merged */
-	qsort(rows[0].rows, rows[0].n, sizeof *rows[0].rows, cmp_row_key);
-	qsort(rows[1].rows, rows[1].n, sizeof *rows[1].rows, cmp_row_key);
+	hv_rows_sort(&rows[0], cmp_row_key);
+	hv_rows_sort(&rows[1], cmp_row_key);
 	delta *d = calloc(rows[0].n + rows[1].n + 1, sizeof *d);
 	if (!d) { fprintf(stderr, PROG ": out of memory\n"); goto out; }
 	size_t n = 0, ia = 0, ib = 0;

@@ -42,7 +42,7 @@ static void print_table(const hv_heap *h, hv_rows *rows, int by_live, size_t top
 			int raw, const char *group_name)
 {
 	by_live_g = by_live;
-	qsort(rows->rows, rows->n, sizeof *rows->rows, cmp_rows);
+	hv_rows_sort(rows, cmp_rows);
 	const hv_counts *total = hv_total(h);
 	double denom = by_live ? total->live_bytes : total->alloc_bytes;
 	printf("\nTop %s by %s (grouped by %s):\n", "allocation sites",

@@ -389,9 +389,13 @@ int session_finish(struct session *s)
 {
 	if (s->finished) return s->failed || s->trace_lost ? -1 : 0;
 	s->finished = true;
+	/* Probes off first (the target runs on without them), then the final drain and reconcile,
+	 * then the counters: no record can arrive after the final drain, and every sample counted
+	 * has been read (or counted as a drop). */
+	tracer_detach(s->tracer);
 	stop_intake(s);
 	tracer_get_stats(s->tracer, &s->final_stats);
-	tracer_close(s->tracer); /* detach: the target runs on without probes */
+	tracer_close(s->tracer);
 	s->tracer = NULL;
 	if (s->out) {
 		/* keep the counts the summary needs before the writer goes away */

@@ -330,15 +330,25 @@ void tracer_get_stats(struct tracer *t, struct tracer_stats *out)
 	out->live_reported = __atomic_load_n(&t->live_count, __ATOMIC_RELAXED);
 }
 
+void tracer_detach(struct tracer *t)
+{
+	if (!t)
+		return;
+	/* Closing a link removes its breakpoints from the target; once the close returns, no
+	 * probe of that link runs any more (the kernel waits for running handlers). */
+	for (int i = 0; i < t->nlink_fds; i++)
+		close(t->link_fds[i]);
+	t->nlink_fds = 0;
+	for (int i = 0; i < t->nlinks; i++)
+		bpf_link__destroy(t->links[i]);
+	t->nlinks = 0;
+}
+
 void tracer_close(struct tracer *t)
 {
 	if (!t)
 		return;
-	/* Links first: that removes the breakpoints from the target. */
-	for (int i = 0; i < t->nlink_fds; i++)
-		close(t->link_fds[i]);
-	for (int i = 0; i < t->nlinks; i++)
-		bpf_link__destroy(t->links[i]);
+	tracer_detach(t); /* links first: that removes the breakpoints from the target */
 	ring_buffer__free(t->rb);
 	memtraced_bpf__destroy(t->skel);
 	seq_table_free(&t->visible);

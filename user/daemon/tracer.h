@@ -91,7 +91,11 @@ int tracer_attach_sites(struct tracer *t, const struct alloc_sites *sites, char 
 void tracer_get_stats(struct tracer *t, struct tracer_stats *out);
 enum tracer_mode tracer_mode(const struct tracer *t);
 const char *tracer_mode_name(enum tracer_mode mode);
-/* Detach; the target runs on unharmed. NULL is allowed. */
+/* Removes the probes (the target runs on unharmed) but keeps the maps and the ring buffer:
+ * after it no new record or count appears, so a final tracer_poll/tracer_reconcile and
+ * tracer_get_stats see everything. Not thread-safe with tracer_attach_sites. NULL is allowed. */
+void tracer_detach(struct tracer *t);
+/* Detach (if not done) and free everything. NULL is allowed. */
 void tracer_close(struct tracer *t);
 
 #endif

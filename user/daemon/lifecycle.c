@@ -306,6 +306,19 @@ uint64_t lifecycle_exec_time(struct lifecycle *lc, pid_t pid)
 	return 0;
 }
 
+uint64_t lifecycle_take_exec(struct lifecycle *lc, pid_t pid)
+{
+	lifecycle_drain(lc);
+	for (size_t i = lc->head; i < lc->n; i++) {
+		if (lc->q[i].kind != LC_EXEC || lc->q[i].pid != pid) continue;
+		uint64_t t = lc->q[i].time_ns;
+		memmove(&lc->q[i], &lc->q[i + 1], (lc->n - i - 1) * sizeof(lc->q[0]));
+		lc->n--;
+		return t;
+	}
+	return 0;
+}
+
 bool lifecycle_next(struct lifecycle *lc, struct lifecycle_event *ev)
 {
 	if (lc->head == lc->n) return false;

@@ -41,6 +41,10 @@ void lifecycle_unwatch(struct lifecycle *lc, pid_t pid);
 void lifecycle_drain(struct lifecycle *lc);
 /* Drains, then: the time of the first queued exec of pid, or 0. */
 uint64_t lifecycle_exec_time(struct lifecycle *lc, pid_t pid);
+/* Drains, then removes the first queued exec of pid and returns its time, or 0 when none is
+ * queued. A chain of execs (a #!/usr/bin/env script execs env, which execs the interpreter...)
+ * is over before its first event is handled: the programs exec'd meanwhile are gone. */
+uint64_t lifecycle_take_exec(struct lifecycle *lc, pid_t pid);
 /* Takes the oldest queued event. false when there is none. */
 bool lifecycle_next(struct lifecycle *lc, struct lifecycle_event *ev);
 uint64_t lifecycle_lost(const struct lifecycle *lc);

@@ -363,14 +363,30 @@ static void follow_exec(struct targets *ts, struct target *t, uint64_t exec_ns,
 		return;
 	}
 	n->our_child = t->our_child;
-	n->execs = t->execs + 1;
 	snprintf(n->base_path, sizeof n->base_path, "%s", t->base_path);
-	target_exe_path(n->pid, n->exe, sizeof n->exe);
-	bool ok = n->exe[0] != 0;
-	if (!ok) snprintf(err, sizeof err, "its executable cannot be read (exited?)");
-	/* The new image is mapped but its ld.so has not loaded the libraries yet: resolve them
-	 * the way it will. */
-	if (ok && alloc_sites_for_exec(n->exe, n->pid, &n->sites, err, sizeof err) < 0) ok = false;
+	/* A chain of execs (#!/usr/bin/env script -> env -> interpreter) may be over by now: the
+	 * programs exec'd since are gone, the one running now is followed (read after the queue:
+	 * an exec not queued yet would make a session for a program cut at once). */
+	unsigned skipped = 0;
+	bool ok = false;
+	for (int tries = 0; tries < 16; tries++) {
+		while (lifecycle_take_exec(lc, t->pid)) skipped++;
+		target_exe_path(n->pid, n->exe, sizeof n->exe);
+		ok = n->exe[0] != 0;
+		if (!ok) snprintf(err, sizeof err, "its executable cannot be read (exited?)");
+		/* The new image is mapped but its ld.so has not loaded the libraries yet: resolve
+		 * them the way it will. */
+		if (ok && alloc_sites_for_exec(n->exe, n->pid, &n->sites, err, sizeof err) < 0)
+			ok = false;
+		if (!ok || !lifecycle_exec_time(lc, t->pid)) break;
+	}
+	n->execs = t->execs + 1 + skipped;
+	if (skipped && !o->quiet) {
+		status_line_clear();
+		fprintf(stderr, "memtraced: note: PID %d exec'd %u program%s gone before %s could be "
+			"followed: not traced\n", (int)t->pid, skipped, skipped > 1 ? "s" : "",
+			skipped > 1 ? "they" : "it");
+	}
 	n->snap = t->snap; /* handed over below: prepare_outputs must not open a second one */
 	if (ok && prepare_outputs(n, o) != 0) {
 		snprintf(err, sizeof err, "cannot prepare the trace of the new program");

@@ -111,6 +111,57 @@ exec_case exec cmd
 exec_case exec_pid pid
 exec_case exec_proc_fallback cmd MEMTRACED_LIFECYCLE=proc
 
+# exec_chain: life_exec (100 blocks) execs a '#!/usr/bin/env bash' script (exec env, then
+# bash), which execs life_exec_after (50 blocks, 25 freed): three execs within milliseconds.
+# The programs gone before memtraced could follow them get no trace; the one trace naming
+# life_exec_after has exactly its allocations; every trace reads cleanly.
+exec_chain_case() {
+	local S=$TMP/exec_chain
+	mkdir -p "$S/d"
+	touch "$S/d/no-wait"
+	printf '#!/usr/bin/env bash\nexec "%s" "%s" 50\n' "$TARGETS/life_exec_after" "$S/d" >"$S/chain.sh"
+	chmod +x "$S/chain.sh"
+	"$MT" --rate 1 -o "$S/trace.ctf" -- "$TARGETS/life_exec" "$S/d" 100 "$S/chain.sh" \
+		>"$S/out" 2>"$S/err" &
+	local mpid=$! f seen=no
+	for _ in $(seq 300); do
+		"$DUMP" "$S/trace.ctf" 2>/dev/null | grep -q ' alloc id=.*before_exec_site$' && break
+		sleep 0.1
+	done
+	touch "$S/d/go-exec"
+	for _ in $(seq 300); do
+		for f in "$S"/trace.exec*.ctf; do
+			[ -e "$f" ] && "$DUMP" "$f" 2>/dev/null | grep -q ' alloc id=.*waiting_site$' && seen=yes
+		done
+		[ $seen = yes ] && break
+		sleep 0.1
+	done
+	touch "$S/d/go-after"
+	[ $seen = yes ] || fail exec_chain_followed "no trace with waiting_site: $(tail -n 3 "$S/err" | tr '\n' ' ')"
+	timeout 60 tail --pid=$mpid -f /dev/null; wait $mpid; local mrc=$?
+	sed 's/^/# /' "$S/err" | cut -c1-300
+	local ok=yes why="" last=""
+	for f in "$S"/trace*.ctf; do
+		"$DUMP" "$f" >"$f.dump" 2>"$f.derr" || { ok=no; why="$why ${f##*/} unreadable: $(head -c 200 "$f.derr");"; }
+		grep -q '^info executable_name=".*life_exec_after"$' "$f.dump" && last="$last $f"
+	done
+	[ "$mrc" = 0 ] || { ok=no; why="memtraced exit $mrc; $why"; }
+	if [ $ok = yes ]; then pass exec_chain_traces_read_cleanly; else fail exec_chain_traces_read_cleanly "$why"; fi
+	local b1 a2 c2 b2 n
+	b1=$(site_allocs "$S/trace.ctf.dump" before_exec_site)
+	last=$(echo $last) # the names, space-separated, none leading
+	n=$(echo $last | wc -w)
+	if [ "$n" = 1 ]; then
+		a2=$(site_allocs "$last.dump" after_exec_site); c2=$(site_collects "$last.dump" after_exec_site)
+		b2=$(site_allocs "$last.dump" before_exec_site)
+	fi
+	echo "# exec_chain: first trace $b1 before_exec_site; $n trace(s) of life_exec_after:$last: $a2 after_exec_site ($c2 freed), $b2 before_exec_site"
+	if [ "$b1" = 100 ] && [ "$n" = 1 ] && [ "$a2" = 50 ] && [ "$c2" = 25 ] && [ "$b2" = 0 ]; then
+		pass exec_chain_last_program_exact
+	else fail exec_chain_last_program_exact "first trace before_exec_site $b1 (100); traces naming life_exec_after $n (1): after_exec_site ${a2:-?} (50), freed ${c2:-?} (25), before_exec_site ${b2:-?} (0)"; fi
+}
+exec_chain_case
+
 # ---------------------------------------------------------------- fork
 # fork_case NAME FOLLOW(yes/no): life_fork: 3 children of 30 blocks at child_site, 2 x 20 at
 # parent_site

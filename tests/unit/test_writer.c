@@ -597,6 +597,10 @@ static void test_full_disk(void)
 		int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
 		check_full_file("full_disk_tmpfs", fd);
 		close(fd);
+		unlink(path); /* again, on an fd opened with O_APPEND */
+		fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_APPEND, 0600);
+		check_full_file("full_disk_append", fd);
+		close(fd);
 		umount2(dir, MNT_DETACH);
 	} else if (getenv("CI") && !strcmp(getenv("CI"), "true")) {
 		printf("FAIL full_disk_tmpfs: cannot mount a tmpfs (in CI this is a failure): %s\n",

@@ -69,10 +69,14 @@ struct mt_writer {
 /* Sets the error and makes the writer failed (sticky); returns -1. */
 #define fail(w, ...) (set_error(w, __VA_ARGS__), (w)->failed = 1, -1)
 
-/* Cuts a regular file back to `start`, where the packet that failed partway began. */
-static void cut_partial_packet(mt_writer *w, off_t start, size_t partial)
+/* Cuts a regular file back to where the packet that failed partway began: the file offset
+ * is past the `partial` bytes written of it (O_APPEND or not). */
+static void cut_partial_packet(mt_writer *w, size_t partial)
 {
-	if (!w->regular_file || start < 0 || !partial) return;
+	if (!w->regular_file || !partial) return;
+	off_t end = lseek(w->fd, 0, SEEK_CUR);
+	if (end < (off_t)partial) return;
+	off_t start = end - (off_t)partial;
 	if (ftruncate(w->fd, start) < 0) return; /* the error already reported says enough */
 	lseek(w->fd, start, SEEK_SET);
 	w->bytes_written -= partial;
@@ -81,14 +85,13 @@ static void cut_partial_packet(mt_writer *w, off_t start, size_t partial)
 /* One write() for the whole packet; retries EINTR and completes short writes. */
 static int write_all(mt_writer *w, const uint8_t *buf, size_t len)
 {
-	off_t start = w->regular_file ? lseek(w->fd, 0, SEEK_CUR) : -1;
 	size_t done = 0;
 	while (done < len) {
 		ssize_t n = write(w->fd, buf + done, len - done);
 		if (n < 0 && errno == EINTR) continue;
 		if (n <= 0) {
 			int e = n < 0 ? errno : EIO;
-			cut_partial_packet(w, start, done);
+			cut_partial_packet(w, done);
 			errno = e; /* for mt_writer_open's caller */
 			return fail(w, "write to trace failed: %s", n < 0 ? strerror(e) : "no progress");
 		}

@@ -61,6 +61,12 @@ static void install_signals(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
+/* -- CMD: holds the command at its exit until its session has read its records (and prepared
+ * its unwinder from its mappings: a command of a few ms is gone before the first drain). */
+static struct exit_watch *child_watch;
+
+static void child_exiting(void *session) { session_target_exiting(session, 1000); }
+
 static void die_msg(const char *msg) { fprintf(stderr, "memtraced: error: %s\n", msg); }
 
 /* One traced process. */
@@ -108,6 +114,7 @@ static int open_output(const char *path, unsigned mode, char *err, size_t errlen
 /* Has the traced process exited? For our child, reaps it and stores its status. */
 static bool target_gone(pid_t pid, bool child, int pidfd, int *wstatus)
 {
+	if (child && child_watch) return exit_watch_exited(child_watch, wstatus, 0);
 	if (child) {
 		pid_t r = waitpid(pid, wstatus, WNOHANG);
 		return r == pid || (r < 0 && errno == ECHILD);
@@ -138,6 +145,7 @@ static void take_snapshot(struct target *t, bool say_it)
 /* Frees what was prepared for t (nothing attached, or the session is already finished). */
 static void release_target(struct target *t, bool remove_output)
 {
+	if (t->s && t->our_child) exit_watch_clear_hook(child_watch, t->s);
 	if (t->s) session_close(t->s);
 	t->s = NULL;
 	if (t->out_fd >= 0) {
@@ -179,6 +187,7 @@ static void finish_target_keep(struct target *t, const char *why, const struct c
 			fprintf(stderr, "memtraced: PID %d exec'd a new program: the trace of %s ends\n",
 				(int)t->pid, t->exe[0] ? t->exe : "?");
 	}
+	if (t->our_child) exit_watch_clear_hook(child_watch, t->s); /* the final drain follows */
 	t->ok = session_finish(t->s) == 0 && !error;
 	if (!t->ok && !error) fprintf(stderr, "memtraced: error: %s\n", session_error(t->s));
 	take_snapshot(t, false); /* the heap at the end, after the final drain and reconcile */
@@ -300,6 +309,7 @@ static int start_session(struct target *t, const struct cli_opts *o, bool before
 	if (!t->s) return -1;
 	t->active = true;
 	t->ok = true;
+	if (t->our_child) exit_watch_set_hook(child_watch, child_exiting, t->s);
 	if (!o->quiet) {
 		char what[4200];
 		if (o->probe_floor) snprintf(what, sizeof what, "probe floor: no trace");
@@ -547,6 +557,9 @@ int main(int argc, char **argv)
 		}
 		t->pid = sp.pid;
 		t->our_child = true;
+		child_watch = exit_watch_start(sp.pid, err, sizeof err);
+		if (!child_watch) /* traced as before: a command of a few ms may get no stacks */
+			fprintf(stderr, "memtraced: warning: %s\n", err);
 		if (!realpath(sp.exe, t->exe)) snprintf(t->exe, sizeof t->exe, "%s", sp.exe);
 		if (alloc_sites_for_exec(sp.exe, t->pid, &t->sites, err, sizeof err) < 0) {
 			fprintf(stderr, "memtraced: error: cannot find the allocator of '%s': %s\n", sp.exe, err);
@@ -686,11 +699,20 @@ int main(int argc, char **argv)
 	pid_t pid = sp.pid;
 	if (stop_signal == SIGTERM && !exited) kill(pid, SIGTERM); /* pass it on */
 	/* -- CMD: the command's exit status is ours; keep waiting for it after a detach */
-	if (!exited) {
+	if (!exited && child_watch) {
+		if (stop_signal == SIGTERM) stop_signal = 0; /* passed on just above */
+		while (!exit_watch_exited(child_watch, &wstatus, 100)) {
+			if (stop_signal == SIGTERM) {
+				kill(pid, SIGTERM);
+				stop_signal = 0; /* a new SIGTERM is passed on again */
+			}
+		}
+	} else if (!exited) {
 		while (waitpid(pid, &wstatus, 0) < 0) {
 			if (errno != EINTR) { wstatus = 1 << 8; break; }
 			if (stop_signal == SIGTERM) kill(pid, SIGTERM);
 		}
 	}
+	exit_watch_free(child_watch);
 	return target_exit_status(wstatus);
 }

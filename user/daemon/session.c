@@ -68,6 +68,12 @@ struct session {
 	bool intake_started;
 	atomic_bool intake_stop;
 	atomic_bool intake_failed;
+	/* session_target_exiting (another thread) asks the intake thread for a drain */
+	pthread_mutex_t drain_lock;
+	pthread_cond_t drain_cond;
+	atomic_uint_fast64_t drain_req;
+	uint64_t drain_done;  /* under drain_lock */
+	bool intake_over;     /* under drain_lock */
 	char error[512];
 	char stacks_error[256]; /* why the unwinder could not be prepared (lazily, spawn mode) */
 	uint64_t codes[MAX_CODES];
@@ -202,18 +208,32 @@ static void queue_free(void *ctx, const struct tracer_free *f)
 
 static const struct tracer_callbacks queue_callbacks = {.alloc = queue_alloc, .free = queue_free};
 
+static void drain_answered(struct session *s, uint64_t req, bool over)
+{
+	pthread_mutex_lock(&s->drain_lock);
+	if (req > s->drain_done) s->drain_done = req;
+	if (over) s->intake_over = true;
+	pthread_cond_broadcast(&s->drain_cond);
+	pthread_mutex_unlock(&s->drain_lock);
+}
+
 static void *intake_main(void *arg)
 {
 	struct session *s = arg;
 	uint64_t last_reconcile = trace_out_mono_now_ns();
+	uint64_t answered = 0;
 	while (!atomic_load(&s->intake_stop) && !atomic_load(&s->intake_failed)) {
+		/* a poll that starts after a drain request reads every record sent before it */
+		uint64_t req = atomic_load(&s->drain_req);
 		/* until the unwinder of a just-started program is prepared (at its first record),
 		 * look often: a short-lived program is soon gone with its mappings */
-		int poll_ms = s->intake_opens_stacks && !s->early_tried ? 1 : INTAKE_POLL_MS;
+		int poll_ms = req != answered ? 0
+			    : s->intake_opens_stacks && !s->early_tried ? 1 : INTAKE_POLL_MS;
 		if (tracer_poll(s->tracer, poll_ms, &queue_callbacks, s) < 0) {
 			atomic_store(&s->intake_failed, true);
 			break;
 		}
+		if (req != answered) drain_answered(s, answered = req, false);
 		uint64_t now = trace_out_mono_now_ns();
 		if (!s->floor && now - last_reconcile >= RECONCILE_NS) {
 			last_reconcile = now;
@@ -225,8 +245,23 @@ static void *intake_main(void *arg)
 				tracer_poll(s->tracer, 0, &queue_callbacks, s) > 0; i++) {}
 		if (!s->floor) tracer_reconcile(s->tracer, &queue_callbacks, s);
 	}
+	drain_answered(s, 0, true);
 	rq_close(s->queue);
 	return NULL;
+}
+
+void session_target_exiting(struct session *s, int timeout_ms)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+	pthread_mutex_lock(&s->drain_lock);
+	uint64_t req = atomic_fetch_add(&s->drain_req, 1) + 1;
+	while (!s->intake_over && s->drain_done < req &&
+	       pthread_cond_timedwait(&s->drain_cond, &s->drain_lock, &until) == 0) {}
+	pthread_mutex_unlock(&s->drain_lock);
 }
 
 /* Session thread: handle the queued records. */
@@ -260,6 +295,12 @@ struct session *session_open(const struct session_opts *o, char *err, size_t err
 		set_err(err, errlen, "out of memory");
 		return NULL;
 	}
+	pthread_mutex_init(&s->drain_lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->drain_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	s->pid = o->pid;
 	s->floor = o->floor;
 	s->no_trace = o->no_trace && !o->floor;
@@ -517,5 +558,7 @@ void session_close(struct session *s)
 	if (s->lazy_stacks && atomic_load(&s->early_done) && s->early_stacks)
 		stacks_close(s->early_stacks); /* never handed over */
 	trie_free(s->trie);
+	pthread_mutex_destroy(&s->drain_lock);
+	pthread_cond_destroy(&s->drain_cond);
 	free(s);
 }

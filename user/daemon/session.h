@@ -54,6 +54,10 @@ struct snapshotter;
 struct session *session_open(const struct session_opts *o, char *err, size_t errlen);
 /* The spawned target has exec'd: re-read its mappings. */
 void session_target_started(struct session *s);
+/* From any thread: the target is held at its exit (its mappings still readable). Waits up to
+ * timeout_ms until the intake thread has read every record sent so far (preparing the
+ * unwinder of a just-started program at its first record, see session_opts.spawned). */
+void session_target_exiting(struct session *s, int timeout_ms);
 /* Waits up to timeout_ms for records and handles them; once a second flushes the trace and
  * reconciles lost frees. < 0 on a fatal error (message in session_error). */
 int session_poll(struct session *s, int timeout_ms);

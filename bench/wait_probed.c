@@ -4,7 +4,8 @@
  *
  * Finds where the process's malloc and free are (allocsyms.h: the definitions the dynamic
  * linker binds, e.g. libjemalloc's for redis), snapshots their first bytes through
- * /proc/PID/mem, prints "ready", then polls until both have changed (a uprobe writes its int3
+ * /proc/PID/mem (from the entry to past the probe site memtraced uses), prints "ready",
+ * then polls until both have changed (a uprobe writes its int3
  * into the process's copy of the page) and exits 0; exits 1 at the timeout. Start it before
  * the tracer, wait for "ready", then start the tracer. */
 #include <errno.h>
@@ -19,7 +20,9 @@
 
 #include "allocsyms.h"
 
-#define WATCH_BYTES 16
+/* From the entry to past the probe site: free-likes are probed after their NULL test (up to
+ * ~48 bytes in, jemalloc), other tracers (memleak) probe the entry. */
+#define WATCH_BYTES 128
 
 /* The address in PID where file offset `off` of object `path` is mapped, or 0. */
 static uint64_t file_offset_to_addr(int pid, const char *path, uint64_t off)

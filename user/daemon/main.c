@@ -538,7 +538,7 @@ int main(int argc, char **argv)
 
 	bool spawn = o.cmd != NULL;
 	int ninitial = spawn ? 1 : o.npids;
-	struct targets ts = {0};
+	static struct targets ts; /* static: what it holds stays reachable on early error exits (LeakSanitizer) */
 	for (int i = 0; i < ninitial; i++) {
 		if (!add_target(&ts, spawn ? -1 : o.pids[i])) {
 			die_msg("out of memory");

@@ -24,9 +24,19 @@ run_one() {
 	echo "== $name"
 	"$@" >"$log" 2>&1
 	local rc=$?
-	grep -E '^(PASS|FAIL|SKIP) ' "$log" | sed 's/^/   /'
 	local p f s
 	p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log"); s=$(grep -c '^SKIP ' "$log")
+	# A BPF test program that fails is run once more: some end-to-end checks race the target's
+	# start-up on this shared 2-CPU machine (known flakes, listed in the closing notes). The
+	# first run's log is kept and the retry is announced, so a flake is seen, never hidden.
+	if { [ "$rc" -ne 0 ] || [ "$f" -ne 0 ]; } && [ -z "${NO_RETRY:-}" ] && [ -z "${retried:-}" ]; then
+		cp "$log" "$log.first"
+		echo "   RETRY $name: failed once ($f failing checks, status $rc; first log: $log.first)"
+		grep '^FAIL ' "$log" | sed 's/^/      first run: /' | cut -c1-300
+		retried=1 run_one "$name" "$@"
+		return
+	fi
+	grep -E '^(PASS|FAIL|SKIP) ' "$log" | sed 's/^/   /'
 	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
 		echo "   FAIL $name: exited with status $rc (log: $log)"; tail -n 5 "$log" | sed 's/^/      /'
 		f=1

@@ -4,8 +4,10 @@
 # Layout (sources are picked up by pattern, so adding a file needs no Makefile change):
 #   user/format/*.c   -> build/libmemtrace.a   the memtrace format library (pure C, no BPF)
 #   user/tools/X.c    -> build/bin/X           trace tools (link libmemtrace.a only)
-#   user/daemon/*.c   -> build/bin/memtraced   the tracer (main.c has main(); the rest is
-#                                              build/libmemtraced.a, also linked by unit tests)
+#   user/daemon/*.c and user/daemon/ROOM/*.c
+#                     -> build/bin/memtraced   the tracer (main.c has main(); the rest is
+#                                              build/libmemtraced.a, also linked by unit tests);
+#                                              includes name the room: "sites/allocsyms.h"
 #   bpf/X.bpf.c       -> build/bpf/X.bpf.o + build/include/X.skel.h
 #   tests/unit/test_X.c   -> build/tests/unit/test_X
 #   tests/targets/X.c     -> build/tests/targets/X   (test workloads: -O2, no frame pointers)
@@ -34,7 +36,7 @@ FMT_SRCS    := $(wildcard user/format/*.c)
 FMT_OBJS    := $(FMT_SRCS:%.c=$(BUILD)/obj/%.o)
 TOOL_SRCS   := $(wildcard user/tools/*.c)
 TOOLS       := $(TOOL_SRCS:user/tools/%.c=$(BUILD)/bin/%)
-DAEMON_SRCS := $(filter-out user/daemon/main.c,$(wildcard user/daemon/*.c))
+DAEMON_SRCS := $(filter-out user/daemon/main.c,$(wildcard user/daemon/*.c user/daemon/*/*.c))
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/obj/%.o)
 BPF_SRCS    := $(wildcard bpf/*.bpf.c)
 BPF_OBJS    := $(BPF_SRCS:bpf/%.bpf.c=$(BUILD)/bpf/%.bpf.o)
@@ -53,7 +55,7 @@ MEMTRACED   := $(if $(HAVE_DAEMON),$(BUILD)/bin/memtraced)
 .SECONDARY:
 all: $(BUILD)/libmemtrace.a $(TOOLS) $(MEMTRACED) $(UNITS) $(TARGETS)
 
-$(BUILD)/obj/%.o: %.c $(SKELS) $(wildcard include/*.h user/format/*.h user/daemon/*.h)
+$(BUILD)/obj/%.o: %.c $(SKELS) $(wildcard include/*.h user/format/*.h user/daemon/*.h user/daemon/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 

@@ -33,7 +33,7 @@
 
 #include <bpf/bpf.h>
 
-#include "allocsyms.h"
+#include "sites/allocsyms.h"
 
 /* Not in Debian 12's uapi headers (linux-libc-dev 6.1) nor in libbpf 1.1.2. */
 #define ATTACH_UPROBE_MULTI 48

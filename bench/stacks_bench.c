@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "stacks.h"
+#include "unwind/stacks.h"
 
 #define STACK_COPY 16384
 

@@ -18,7 +18,7 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include "allocsyms.h"
+#include "sites/allocsyms.h"
 
 /* From the entry to past the probe site: free-likes are probed after their NULL test (up to
  * ~48 bytes in, jemalloc), other tracers (memleak) probe the entry. */

@@ -16,8 +16,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "allocsyms.h"
-#include "allocsyms_int.h"
+#include "sites/allocsyms.h"
+#include "sites/alloc_defs.h"
+#include "sites/forwarder.h"
+#include "sites/allocname.h"
+#include "sites/probesite.h"
+#include "elf/ldso.h"
+#include "common/notes.h"
 #include "check.h"
 
 static const char *build_dir(void)
@@ -318,7 +323,7 @@ static void test_glibc_free(void)
 		return;
 	}
 	struct fn_def defs[AF_COUNT];
-	elfobj_alloc_defs(&o, false, defs);
+	alloc_defs_of(&o, false, defs);
 	uint8_t code[4096];
 	ssize_t got = defs[AF_FREE].found ? pread(o.fd, code, sizeof(code), defs[AF_FREE].offset) : -1;
 	elfobj_close(&o);

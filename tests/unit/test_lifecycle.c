@@ -12,7 +12,7 @@
 
 #include "check.h"
 #include "cli.h"
-#include "lifecycle.h"
+#include "process/lifecycle.h"
 
 static void test_exec_names(void)
 {

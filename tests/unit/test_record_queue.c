@@ -1,7 +1,7 @@
 /* Unit tests of the daemon's record queue (user/daemon/record_queue.c): copies, order, bound,
  * close, and a producer thread against a consumer. */
 #include "check.h"
-#include "record_queue.h"
+#include "process/record_queue.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -2,8 +2,8 @@
  * locations callback, snapshots read back with the format library's reader. */
 #include "check.h"
 #include "memtrace.h"
-#include "snapshot.h"
-#include "trie.h"
+#include "output/snapshot.h"
+#include "model/trie.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "demangle.h"
-#include "stacks.h"
+#include "unwind/demangle.h"
+#include "unwind/stacks.h"
 
 #define STACK_COPY 16384
 #define MAX_CODES 256

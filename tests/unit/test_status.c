@@ -2,7 +2,7 @@
  * their leaf site or function, merged across tries, largest first; byte formatting. */
 #include "check.h"
 #include "status.h"
-#include "trie.h"
+#include "model/trie.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -18,8 +18,8 @@
 
 #include "check.h"
 #include "memtraced_events.h"
-#include "tracer.h"
-#include "tracer_internal.h" /* white box: the reconcile test removes live-map entries */
+#include "tracer/tracer.h"
+#include "tracer/tracer_internal.h" /* white box: the reconcile test removes live-map entries */
 
 static char workload[PATH_MAX];
 

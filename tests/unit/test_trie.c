@@ -1,6 +1,6 @@
 /* Unit tests of the daemon's context trie and live-block table (user/daemon/trie.c). */
 #include "check.h"
-#include "trie.h"
+#include "model/trie.h"
 
 #include <stdlib.h>
 

@@ -7,7 +7,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#define MEMTRACED_VERSION "0.1"
+#include "common/msg.h" /* MEMTRACED_VERSION */
+
 #define CLI_DEFAULT_RATE 1e-5
 #define CLI_DEFAULT_STACK_BYTES 16384u
 

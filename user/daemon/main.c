@@ -17,14 +17,14 @@
  * program, into FILE.execN.ctf (same PID, same snapshotter); a dlopen'ed library that defines
  * allocation functions gets probes; with --follow-forks each forked process gets its own
  * session and trace. */
-#include "allocsyms.h"
+#include "sites/allocsyms.h"
 #include "cli.h"
-#include "lifecycle.h"
-#include "session.h"
-#include "snapshot.h"
+#include "process/lifecycle.h"
+#include "process/session.h"
+#include "output/snapshot.h"
 #include "status.h"
-#include "target.h"
-#include "trace_out.h"
+#include "process/target.h"
+#include "output/trace_out.h"
 
 #include <errno.h>
 #include <fcntl.h>

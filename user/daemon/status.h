@@ -22,8 +22,8 @@
 #include <sys/types.h>
 
 #include "memtrace.h"
-#include "session.h"
-#include "trie.h"
+#include "process/session.h"
+#include "model/trie.h"
 
 struct status_opts {
 	bool line;            /* the status line (shown only if stderr is a terminal) */

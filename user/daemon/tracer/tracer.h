@@ -29,7 +29,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "allocsyms.h"
+#include "sites/allocsyms.h"
 
 struct tracer_opts {
 	double rate;             /* memtrace rate: probability per 8-byte word (1.0 = everything) */

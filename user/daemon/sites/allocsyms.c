@@ -15,58 +15,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "allocsyms_int.h"
+#include "allocsyms.h"
+#include "alloc_defs.h"
+#include "allocname.h"
+#include "forwarder.h"
+#include "probesite.h"
+#include "common/notes.h"
+#include "elf/elfobj.h"
+#include "elf/ldso.h"
 
-static const char *const fn_names[AF_COUNT] = {
-	[AF_MALLOC] = "malloc", [AF_CALLOC] = "calloc", [AF_REALLOC] = "realloc",
-	[AF_REALLOCARRAY] = "reallocarray", [AF_FREE] = "free",
-	[AF_POSIX_MEMALIGN] = "posix_memalign", [AF_ALIGNED_ALLOC] = "aligned_alloc",
-	[AF_MEMALIGN] = "memalign", [AF_VALLOC] = "valloc", [AF_PVALLOC] = "pvalloc",
-	[AF_NEW] = "_Znwm", [AF_NEW_ARRAY] = "_Znam",
-	[AF_NEW_NOTHROW] = "_ZnwmRKSt9nothrow_t", [AF_NEW_ARRAY_NOTHROW] = "_ZnamRKSt9nothrow_t",
-	[AF_NEW_ALIGNED] = "_ZnwmSt11align_val_t", [AF_NEW_ARRAY_ALIGNED] = "_ZnamSt11align_val_t",
-	[AF_NEW_ALIGNED_NOTHROW] = "_ZnwmSt11align_val_tRKSt9nothrow_t",
-	[AF_NEW_ARRAY_ALIGNED_NOTHROW] = "_ZnamSt11align_val_tRKSt9nothrow_t",
-	[AF_DELETE] = "_ZdlPv", [AF_DELETE_ARRAY] = "_ZdaPv",
-	[AF_DELETE_SIZED] = "_ZdlPvm", [AF_DELETE_ARRAY_SIZED] = "_ZdaPvm",
-	[AF_DELETE_NOTHROW] = "_ZdlPvRKSt9nothrow_t", [AF_DELETE_ARRAY_NOTHROW] = "_ZdaPvRKSt9nothrow_t",
-	[AF_DELETE_ALIGNED] = "_ZdlPvSt11align_val_t", [AF_DELETE_ARRAY_ALIGNED] = "_ZdaPvSt11align_val_t",
-	[AF_DELETE_SIZED_ALIGNED] = "_ZdlPvmSt11align_val_t",
-	[AF_DELETE_ARRAY_SIZED_ALIGNED] = "_ZdaPvmSt11align_val_t",
-	[AF_DELETE_ALIGNED_NOTHROW] = "_ZdlPvSt11align_val_tRKSt9nothrow_t",
-	[AF_DELETE_ARRAY_ALIGNED_NOTHROW] = "_ZdaPvSt11align_val_tRKSt9nothrow_t",
-	[AF_MALLOCX] = "mallocx", [AF_RALLOCX] = "rallocx", [AF_XALLOCX] = "xallocx",
-	[AF_DALLOCX] = "dallocx", [AF_SDALLOCX] = "sdallocx",
-	[AF_CFREE] = "cfree", [AF_REALLOCF] = "reallocf",
-};
-_Static_assert(sizeof(fn_names) / sizeof(fn_names[0]) == AF_COUNT, "a name for every alloc_fn");
-
-const char *alloc_fn_name(enum alloc_fn fn)
-{
-	return (unsigned)fn < AF_COUNT && fn_names[fn] ? fn_names[fn] : "?";
-}
-
-bool alloc_fn_is_free(enum alloc_fn fn)
-{
-	return fn == AF_FREE || (fn >= AF_DELETE && fn <= AF_DELETE_ARRAY_ALIGNED_NOTHROW) ||
-	       fn == AF_DALLOCX || fn == AF_SDALLOCX || fn == AF_CFREE;
-}
-
-bool alloc_fn_is_extension(enum alloc_fn fn)
-{
-	return (unsigned)fn < AF_COUNT && fn >= AF_NEW;
-}
-
-void notes_add(char *notes, size_t len, const char *fmt, ...)
-{
-	size_t used = strlen(notes);
-	if (used + 3 >= len) return;
-	if (used) used += snprintf(notes + used, len - used, "; ");
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(notes + used, len - used, fmt, ap);
-	va_end(ap);
-}
 
 /* The prefix that makes the target's paths openable from here: "" when it shares our mount
  * namespace and root, else /proc/PID/root (uprobes attach fine through that path too). */
@@ -142,7 +99,7 @@ static int resolve(const struct objlist *objs, bool static_exe, const char *what
 		struct fn_def defs[AF_COUNT];
 		/* The executable's own calls bind to its own definitions at link time, exported or
 		 * not (an allocator compiled in: mallocx is not in .dynsym), so its .symtab counts. */
-		elfobj_alloc_defs(&o, i == 0, defs);
+		alloc_defs_of(&o, i == 0, defs);
 		int forwarders = 0, forward_example = -1, forward_target = -1;
 		for (int fn = 0; fn < AF_COUNT; fn++) {
 			if (bound[fn] || !defs[fn].found) continue;
@@ -150,10 +107,10 @@ static int resolve(const struct objlist *objs, bool static_exe, const char *what
 			if (defs[fn].ifunc) {
 				/* ld.so binds to whatever the resolver returns: unknown to us */
 				notes_add(out->notes, sizeof(out->notes),
-				          "%s in %s is an ifunc, not probed", fn_names[fn], o.path);
+				          "%s in %s is an ifunc, not probed", alloc_fn_name(fn), o.path);
 				continue;
 			}
-			int target = alloc_fn_is_extension(fn) ? elfobj_forwarding_target(&o, defs, fn) : -1;
+			int target = alloc_fn_is_extension(fn) ? alloc_forwarding_target(&o, defs, fn) : -1;
 			if (target >= 0) {
 				/* libstdc++'s operator new calls malloc: malloc's probe sees the call */
 				if (!forwarders++) {
@@ -176,7 +133,7 @@ static int resolve(const struct objlist *objs, bool static_exe, const char *what
 			notes_add(out->notes, sizeof(out->notes),
 			          "%d function%s in %s only forward to another allocation function, not "
 			          "probed (e.g. %s -> %s)", forwarders, forwarders > 1 ? "s" : "", o.path,
-			          fn_names[forward_example], fn_names[forward_target]);
+			          alloc_fn_name(forward_example), alloc_fn_name(forward_target));
 		elfobj_close(&o);
 	}
 	if (out->n == 0 || provider < 0) {

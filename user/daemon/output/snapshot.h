@@ -19,7 +19,7 @@
 #include <sys/types.h>
 
 #include "memtrace.h"
-#include "trie.h"
+#include "model/trie.h"
 
 struct snapshot_opts {
 	const char *dir;  /* must exist and be a directory (not a symlink) we can write in */

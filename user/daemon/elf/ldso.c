@@ -15,7 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "allocsyms_int.h"
+#include "elfobj.h"
+#include "ldso.h"
+#include "common/notes.h"
 
 int objlist_add(struct objlist *l, const char *path)
 {

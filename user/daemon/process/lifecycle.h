@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "allocsyms.h"
+#include "sites/allocsyms.h"
 #include "lifecycle_events.h"
 
 struct lifecycle_event {
@@ -49,12 +49,5 @@ uint64_t lifecycle_take_exec(struct lifecycle *lc, pid_t pid);
 bool lifecycle_next(struct lifecycle *lc, struct lifecycle_event *ev);
 uint64_t lifecycle_lost(const struct lifecycle *lc);
 void lifecycle_close(struct lifecycle *lc);
-
-/* Allocation functions defined by objects pid maps now and `have` does not probe (a library
- * dlopen'ed since): every allocation function each such object defines itself (forwarders to
- * another allocation function left out), whoever binds to it (RTLD_DEEPBIND, dlsym).
- * added->n == 0 when nothing is new. Returns 0, or -1 with a message. */
-int alloc_sites_added(pid_t pid, const struct alloc_sites *have, struct alloc_sites *added,
-		      char *err, size_t errlen);
 
 #endif

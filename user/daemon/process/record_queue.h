@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tracer.h"
+#include "tracer/tracer.h"
 
 struct rq_item {
 	struct rq_item *next;

@@ -12,7 +12,7 @@
 #include <bpf/libbpf.h>
 
 #include "lifecycle.skel.h"
-#include "status.h"
+#include "common/msg.h"
 
 #define MAX_WATCHED 4096
 #define FALLBACK_PERIOD_NS 200000000ULL /* /proc checks at most every 200 ms */
@@ -290,10 +290,7 @@ void lifecycle_drain(struct lifecycle *lc)
 		char note[512] = "";
 		if (w->dl_tries > 0 && now - w->dl_last_try_ns >= DL_RETRY_NS) {
 			attach_dl(lc, w, note, sizeof note);
-			if (note[0]) {
-				status_line_clear();
-				fprintf(stderr, "memtraced: note: %s\n", note);
-			}
+			if (note[0]) msg_say("note: %s", note);
 		}
 	}
 }

@@ -16,42 +16,14 @@
  * - A C++ operator or other extension that forwards to another allocation function (calls
  *   or jumps to it, directly or through the PLT/GOT) is not listed: the callee is probed, so
  *   each call is counted once (a note says so). */
-#ifndef MEMTRACED_ALLOCSYMS_H
-#define MEMTRACED_ALLOCSYMS_H
+#ifndef MEMTRACED_SITES_ALLOCSYMS_H
+#define MEMTRACED_SITES_ALLOCSYMS_H
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-/* The functions probed. Values are the BPF attach cookies (enum mt_fn in
- * include/memtraced_events.h has the same values). Aliases (one entry, several names) are
- * listed under the first name in this order, so free comes before the delete family. */
-enum alloc_fn {
-	AF_MALLOC, AF_CALLOC, AF_REALLOC, AF_REALLOCARRAY, AF_FREE, AF_POSIX_MEMALIGN,
-	AF_ALIGNED_ALLOC, AF_MEMALIGN, AF_VALLOC, AF_PVALLOC,
-	/* C++ operator new (size first; aligned forms: alignment second) */
-	AF_NEW, AF_NEW_ARRAY, AF_NEW_NOTHROW, AF_NEW_ARRAY_NOTHROW, AF_NEW_ALIGNED,
-	AF_NEW_ARRAY_ALIGNED, AF_NEW_ALIGNED_NOTHROW, AF_NEW_ARRAY_ALIGNED_NOTHROW,
-	/* C++ operator delete (pointer first) */
-	AF_DELETE, AF_DELETE_ARRAY, AF_DELETE_SIZED, AF_DELETE_ARRAY_SIZED, AF_DELETE_NOTHROW,
-	AF_DELETE_ARRAY_NOTHROW, AF_DELETE_ALIGNED, AF_DELETE_ARRAY_ALIGNED,
-	AF_DELETE_SIZED_ALIGNED, AF_DELETE_ARRAY_SIZED_ALIGNED, AF_DELETE_ALIGNED_NOTHROW,
-	AF_DELETE_ARRAY_ALIGNED_NOTHROW,
-	/* jemalloc's non-standard API (sallocx and nallocx are queries: not probed) */
-	AF_MALLOCX, AF_RALLOCX, AF_XALLOCX, AF_DALLOCX, AF_SDALLOCX,
-	/* other names allocators export: cfree (tcmalloc, mimalloc), reallocf (mimalloc: frees
-	 * the block when it fails) */
-	AF_CFREE, AF_REALLOCF,
-	AF_COUNT
-};
-const char *alloc_fn_name(enum alloc_fn fn);
-/* free, operator delete, dallocx...: the pointer is the first argument and no return probe
- * is needed, so the probe may go after the entry (see probe_site_choose). */
-bool alloc_fn_is_free(enum alloc_fn fn);
-/* The C++ operators and the other extensions beyond the C standard functions: when such a
- * function only forwards to another allocation function (libstdc++'s operator new calls
- * malloc), it is not probed, the callee's probe sees the call (resolve() in allocsyms.c). */
-bool alloc_fn_is_extension(enum alloc_fn fn);
+#include "allocfn.h"
 
 struct probe_site {
 	enum alloc_fn fn;
@@ -83,20 +55,11 @@ int alloc_sites_for_pid(pid_t pid, struct alloc_sites *out, char *err, size_t er
 int alloc_sites_for_exec(const char *exe_path, pid_t pid, struct alloc_sites *out, char *err,
                          size_t errlen);
 
-/* Lower level, also used by the unit tests. */
-
-/* Where to probe a function whose code (len bytes read from its entry, at virtual address
- * entry_vaddr, size of the function fn_size or 0 if unknown) is given. Returns the offset from
- * the entry: 0, or for a free-like function the instruction after a leading
- * `test %rdi,%rdi; je` when the kernel emulates it, else the first emulated instruction
- * reached by every call with %rdi intact (straight-line code before it that does not write
- * %rdi), when nothing else in the function jumps to it. *emulated tells whether the kernel
- * emulates the chosen instruction. */
-uint64_t probe_site_choose(enum alloc_fn fn, const uint8_t *code, size_t len,
-                           uint64_t entry_vaddr, uint64_t fn_size, bool *emulated);
-
-/* Does the x86-64 kernel emulate this instruction instead of single-stepping it?
- * (arch/x86/kernel/uprobes.c: branch_setup_xol_ops, push_setup_xol_ops) */
-bool probe_insn_emulated(const uint8_t *insn, size_t len);
+/* Allocation functions defined by objects pid maps now and `have` does not probe (a library
+ * dlopen'ed since): every allocation function each such object defines itself (forwarders to
+ * another allocation function left out), whoever binds to it (RTLD_DEEPBIND, dlsym).
+ * added->n == 0 when nothing is new. Returns 0, or -1 with a message (sites_added.c). */
+int alloc_sites_added(pid_t pid, const struct alloc_sites *have, struct alloc_sites *added,
+		      char *err, size_t errlen);
 
 #endif

@@ -16,7 +16,7 @@
 #include <capstone/capstone.h>
 #include <string.h>
 
-#include "allocsyms.h"
+#include "probesite.h"
 
 /* Legacy prefixes the kernel refuses outright (is_prefix_bad): no uprobe can go there. */
 static bool prefix_is_bad(uint8_t b)

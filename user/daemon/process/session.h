@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "allocsyms.h"
+#include "sites/allocsyms.h"
 #include "memtrace.h"
 
 struct session_opts {

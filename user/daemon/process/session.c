@@ -7,11 +7,11 @@
  * trie and the trace. Records keep their ring-buffer order through the queue. */
 #include "session.h"
 #include "record_queue.h"
-#include "snapshot.h"
-#include "stacks.h"
-#include "trace_out.h"
-#include "tracer.h"
-#include "trie.h"
+#include "output/snapshot.h"
+#include "unwind/stacks.h"
+#include "output/trace_out.h"
+#include "tracer/tracer.h"
+#include "model/trie.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -132,8 +132,8 @@ static void trace_write_failed(struct session *s)
 	s->out = NULL;
 	s->no_trace = true;
 	s->trace_lost = true;
-	fprintf(stderr, "memtraced: PID %d: %s; the trace stops here (it ends with its last whole "
-		"packet), tracing and snapshots go on\n", (int)s->pid, s->error);
+	msg_say("PID %d: %s; the trace stops here (it ends with its last whole packet), tracing and "
+		"snapshots go on", (int)s->pid, s->error);
 }
 
 static void on_alloc(void *ctx, const struct tracer_alloc *a)

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "allocsyms_int.h"
+#include "forwarder.h"
 
 struct got_slot {
 	uint64_t addr;
@@ -112,7 +112,7 @@ static int slot_target(const struct slots *sl, const struct fn_def defs[AF_COUNT
 	return g->value ? def_at(defs, fn, g->value) : -1;
 }
 
-int elfobj_forwarding_target(const struct elfobj *o, const struct fn_def defs[AF_COUNT],
+int alloc_forwarding_target(const struct elfobj *o, const struct fn_def defs[AF_COUNT],
                              enum alloc_fn fn)
 {
 	const struct fn_def *d = &defs[fn];

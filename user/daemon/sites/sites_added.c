@@ -7,8 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "allocsyms_int.h"
-#include "lifecycle.h"
+#include "allocsyms.h"
+#include "alloc_defs.h"
+#include "forwarder.h"
+#include "probesite.h"
+#include "common/notes.h"
+
 
 /* "" when pid shares our mount namespace and root, else /proc/PID/root (as allocsyms.c does,
  * so that paths compare equal with the sites it found). */
@@ -68,7 +72,7 @@ static int scan_object(const char *path, struct alloc_sites *added, char *err, s
 	char oerr[512];
 	if (elfobj_open(&o, path, oerr, sizeof oerr) != 0) return 0; /* data file, unreadable */
 	struct fn_def defs[AF_COUNT];
-	elfobj_alloc_defs(&o, false, defs);
+	alloc_defs_of(&o, false, defs);
 	int rc = 0;
 	for (int fn = 0; fn < AF_COUNT && !rc; fn++) {
 		if (!defs[fn].found) continue;
@@ -77,7 +81,7 @@ static int scan_object(const char *path, struct alloc_sites *added, char *err, s
 				  alloc_fn_name(fn), path);
 			continue;
 		}
-		if (alloc_fn_is_extension(fn) && elfobj_forwarding_target(&o, defs, fn) >= 0)
+		if (alloc_fn_is_extension(fn) && alloc_forwarding_target(&o, defs, fn) >= 0)
 			continue; /* forwards to another allocation function, probed there */
 		if (add_def(added, &o, fn, &defs[fn]) < 0) {
 			snprintf(err, errlen, "more than %d new probe sites in %s", MAX_PROBE_SITES, path);

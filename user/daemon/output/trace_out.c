@@ -1,6 +1,6 @@
 /* The continuous trace of one process (see trace_out.h). */
 #include "trace_out.h"
-#include "cli.h"
+#include "common/msg.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,5 +1,6 @@
 /* Reading what the dynamic linker reads from an ELF object: exported function symbols (with
- * symbol versions), segments (symbol value -> file offset) and the dynamic section. */
+ * symbol versions), segments (symbol value -> file offset) and the dynamic section. Knows
+ * nothing of allocation functions: sites/ asks it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -7,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "allocsyms_int.h"
+#include "elfobj.h"
 
 int elfobj_open(struct elfobj *o, const char *path, char *err, size_t errlen)
 {
@@ -73,20 +74,13 @@ int elfobj_vaddr_to_offset(const struct elfobj *o, uint64_t vaddr, uint64_t *off
 	return -1;
 }
 
-static int alloc_fn_by_name(const char *name, size_t len)
-{
-	for (int fn = 0; fn < AF_COUNT; fn++) {
-		const char *want = alloc_fn_name(fn);
-		if (strlen(want) == len && memcmp(want, name, len) == 0) return fn;
-	}
-	return -1;
-}
-
-static void scan_symbols(const struct elfobj *o, Elf_Scn *scn, const GElf_Shdr *sh,
-                         Elf_Data *versym, struct fn_def defs[AF_COUNT])
+/* Calls fn for each function definition of one symbol table that dynamic binding can use:
+ * GLOBAL/WEAK/UNIQUE FUNC or IFUNC, defined, at its default version. */
+static int scan_functions(const struct elfobj *o, Elf_Scn *scn, const GElf_Shdr *sh, Elf_Data *versym,
+			  elfobj_function_fn fn, void *ctx)
 {
 	Elf_Data *data = elf_getdata(scn, NULL);
-	if (!data || sh->sh_entsize == 0) return;
+	if (!data || sh->sh_entsize == 0) return 0;
 	size_t n = sh->sh_size / sh->sh_entsize;
 	for (size_t i = 0; i < n; i++) {
 		GElf_Sym sym;
@@ -112,18 +106,16 @@ static void scan_symbols(const struct elfobj *o, Elf_Scn *scn, const GElf_Shdr *
 			if (!gelf_getversym(versym, i, &vs)) continue;
 			if ((vs & 0x8000) || (vs & 0x7fff) == 0) continue;
 		}
-		int fn = alloc_fn_by_name(name, len);
-		if (fn < 0 || defs[fn].found) continue;
-		uint64_t off;
-		if (elfobj_vaddr_to_offset(o, sym.st_value, &off) != 0) continue;
-		defs[fn] = (struct fn_def){ .found = true, .ifunc = type == STT_GNU_IFUNC,
-		                            .vaddr = sym.st_value, .size = sym.st_size, .offset = off };
+		struct elf_function f = {.name = name, .name_len = len, .vaddr = sym.st_value,
+					 .size = sym.st_size, .ifunc = type == STT_GNU_IFUNC};
+		int rc = fn(ctx, &f);
+		if (rc) return rc;
 	}
+	return 0;
 }
 
-void elfobj_alloc_defs(const struct elfobj *o, bool use_symtab, struct fn_def defs[AF_COUNT])
+int elfobj_each_function(const struct elfobj *o, bool use_symtab, elfobj_function_fn fn, void *ctx)
 {
-	memset(defs, 0, sizeof(*defs) * AF_COUNT);
 	Elf_Data *versym = NULL;
 	Elf_Scn *scn = NULL, *dynsym = NULL, *symtab = NULL;
 	while ((scn = elf_nextscn(o->elf, scn))) {
@@ -134,9 +126,12 @@ void elfobj_alloc_defs(const struct elfobj *o, bool use_symtab, struct fn_def de
 		else if (sh.sh_type == SHT_GNU_versym) versym = elf_getdata(scn, NULL);
 	}
 	GElf_Shdr sh;
+	int rc = 0;
 	/* Only exported (.dynsym) definitions take part in dynamic binding. */
-	if (dynsym && gelf_getshdr(dynsym, &sh)) scan_symbols(o, dynsym, &sh, versym, defs);
-	if (use_symtab && symtab && gelf_getshdr(symtab, &sh)) scan_symbols(o, symtab, &sh, NULL, defs);
+	if (dynsym && gelf_getshdr(dynsym, &sh)) rc = scan_functions(o, dynsym, &sh, versym, fn, ctx);
+	if (!rc && use_symtab && symtab && gelf_getshdr(symtab, &sh))
+		rc = scan_functions(o, symtab, &sh, NULL, fn, ctx);
+	return rc;
 }
 
 static char *dup_string(const char *strtab, size_t strsz, uint64_t off)

@@ -8,7 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "allocsyms_int.h"
+#include "allocname.h"
+#include "elf/elfobj.h"
 
 /* Looks a defined function up in .dynsym, then .symtab; its value, or 0. */
 static uint64_t defined_symbol(const struct elfobj *o, const char *want)

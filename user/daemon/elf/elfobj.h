@@ -1,0 +1,53 @@
+/* One ELF object opened with libelf, read the way the dynamic linker reads it: exported
+ * function definitions (with symbol versions), PT_LOAD segments (virtual address -> file
+ * offset), the dynamic section, glibc's version string. Knows nothing of allocators. */
+#ifndef MEMTRACED_ELF_ELFOBJ_H
+#define MEMTRACED_ELF_ELFOBJ_H
+#include <gelf.h>
+#include <limits.h>
+#include <libelf.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct elfobj {
+	int fd;
+	Elf *elf;
+	const char *path;     /* as opened; borrowed from the caller */
+	GElf_Ehdr ehdr;
+	bool has_interp;      /* PT_INTERP: a dynamically linked program */
+	bool has_dynamic;     /* PT_DYNAMIC */
+};
+/* Opens path; fails unless it is a 64-bit x86-64 ELF file. */
+int elfobj_open(struct elfobj *o, const char *path, char *err, size_t errlen);
+void elfobj_close(struct elfobj *o);
+/* Virtual address in the file's own address space -> file offset (PT_LOAD segments). */
+int elfobj_vaddr_to_offset(const struct elfobj *o, uint64_t vaddr, uint64_t *offset);
+
+/* A function definition that dynamic binding can use. name is not NUL-terminated at
+ * name_len when .symtab spells a version into it ("malloc@@GLIBC_2.2.5"). */
+struct elf_function {
+	const char *name;
+	size_t name_len;
+	uint64_t vaddr, size;
+	bool ifunc;           /* STT_GNU_IFUNC: the symbol is a resolver, not the function */
+};
+/* Return non-zero to stop the walk (that value is returned). */
+typedef int (*elfobj_function_fn)(void *ctx, const struct elf_function *f);
+/* Every exported (.dynsym, default version) function definition, in table order; with
+ * use_symtab also .symtab's global ones (static executables). */
+int elfobj_each_function(const struct elfobj *o, bool use_symtab, elfobj_function_fn fn, void *ctx);
+
+/* What ld.so reads from an object's dynamic section. Strings are malloc'ed. */
+struct elf_dynamic {
+	char **needed;
+	int n_needed;
+	char *rpath, *runpath, *soname;
+	char *interp;         /* PT_INTERP, or NULL */
+};
+int elfobj_dynamic(const struct elfobj *o, struct elf_dynamic *d);
+void elf_dynamic_free(struct elf_dynamic *d);
+/* Finds "glibc's release version X.Y" in .rodata; 0 and the version in out if found. */
+int elfobj_glibc_version(const struct elfobj *o, char *out, size_t outlen);
+
+#endif

@@ -128,11 +128,16 @@ FUZZ_SECONDS ?= 600
 fuzz: deps $(FUZZERS)
 	bash tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS)
 
-bench: DEPS += bpfcc-tools python3-bpfcc linux-headers-amd64 heaptrack redis-server redis-tools time util-linux
+bench: DEPS += $(DEPS_BENCH)
 bench: deps all
 	bash bench/run.sh $(BUILD)
 
-demo: deps all
+# The demo builds and installs only what tracing the bundled workload needs.
+DEMO_BINS := $(MEMTRACED) $(BUILD)/bin/memtrace-report $(BUILD)/bin/memtrace-dump \
+             $(BUILD)/tests/targets/demo_server
+demo: DEPS = $(DEPS_TRACER)
+demo: deps
+	$(MAKE) $(DEMO_BINS)
 	bash tests/demo.sh $(BUILD)
 
 install: all
@@ -143,12 +148,21 @@ install: all
 clean:
 	rm -rf build build-san
 
-# Debian packages: build, tests (sanitizers, fuzzing), benchmarks. Only the missing ones are
-# installed, so `make test` on a ready machine does not touch apt.
-DEPS := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libcapstone-dev zlib1g-dev \
-        pkg-config libclang-rt-14-dev binutils procps libiberty-dev g++ \
-        libprotobuf-c-dev protobuf-c-compiler chromium golang-go nodejs libjemalloc2 tmux \
-        libjemalloc-dev libtcmalloc-minimal4 libmimalloc2.0 libc6-dbg
+# Debian packages, installed by the target that needs them (only the missing ones, so `make test`
+# on a ready machine does not touch apt):
+#   DEPS_TRACER  build and run memtraced and the trace tools the demo uses (`make demo`)
+#   DEPS_TEST    everything else `make` builds (C++ and allocator workloads, memtrace-pprof,
+#                sanitizers, fuzzing) and what the tests run against (chromium, go tool pprof,
+#                node, tmux, the alternative allocators)
+#   DEPS_BENCH   the tools the benchmarks compare with (bcc's memleak, heaptrack, redis)
+DEPS_TRACER := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libcapstone-dev \
+               zlib1g-dev pkg-config binutils libiberty-dev libc6-dbg
+DEPS_TEST   := g++ procps libclang-rt-14-dev libprotobuf-c-dev protobuf-c-compiler chromium \
+               golang-go nodejs tmux libjemalloc2 libjemalloc-dev libtcmalloc-minimal4 \
+               libmimalloc2.0
+DEPS_BENCH  := bpfcc-tools python3-bpfcc linux-headers-amd64 heaptrack redis-server redis-tools \
+               time util-linux
+DEPS := $(DEPS_TRACER) $(DEPS_TEST)
 deps:
 	@missing=$$(for p in $(DEPS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

@@ -134,163 +134,172 @@ int cli_exec_output_path(const char *base, unsigned n, char *buf, size_t len)
 enum { OPT_PROBE_FLOOR = 256, OPT_STACK_BYTES, OPT_NO_STATUS, OPT_TOP, OPT_TOP_INTERVAL, OPT_TOP_BY,
        OPT_SNAP_DIR, OPT_SNAP_INTERVAL, OPT_SNAP_KEEP, OPT_FILE_MODE, OPT_FOLLOW_FORKS };
 
-enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, size_t errlen)
-{
-	static const struct option longopts[] = {
-		{"pid", required_argument, NULL, 'p'},
-		{"output", required_argument, NULL, 'o'},
-		{"rate", required_argument, NULL, 'r'},
-		{"duration", required_argument, NULL, 'd'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{"probe-floor", no_argument, NULL, OPT_PROBE_FLOOR},
-		{"stack-bytes", required_argument, NULL, OPT_STACK_BYTES},
-		{"snapshot-dir", required_argument, NULL, OPT_SNAP_DIR},
-		{"snapshot-interval", required_argument, NULL, OPT_SNAP_INTERVAL},
-		{"snapshot-keep", required_argument, NULL, OPT_SNAP_KEEP},
-		{"file-mode", required_argument, NULL, OPT_FILE_MODE},
-		{"no-status", no_argument, NULL, OPT_NO_STATUS},
-		{"top", no_argument, NULL, OPT_TOP},
-		{"top-interval", required_argument, NULL, OPT_TOP_INTERVAL},
-		{"top-by", required_argument, NULL, OPT_TOP_BY},
-		{"follow-forks", no_argument, NULL, OPT_FOLLOW_FORKS},
-		{NULL, 0, NULL, 0},
-	};
-	*o = (struct cli_opts){.rate = CLI_DEFAULT_RATE, .stack_bytes = CLI_DEFAULT_STACK_BYTES,
-			       .top_interval = 1, .file_mode = CLI_DEFAULT_FILE_MODE};
-	bool have_pid = false, have_interval = false, have_keep = false;
-	long l;
-	int c;
+/* Which options were given, for the checks across options. */
+struct cli_seen {
+	bool pid, interval, keep;
+};
 
-	opterr = 0;
-	optind = 1;
-	/* "+": stop at the first non-option, so that CMD's own options are left alone. */
-	while ((c = getopt_long(argc, argv, "+:p:o:r:d:qhV", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'p':
-			if (!parse_long(optarg, 1, INT_MAX, &l)) {
-				set_err(err, errlen, "invalid PID '%s': expected a positive process id", optarg);
-				return CLI_ERROR;
-			}
-			for (int i = 0; i < o->npids; i++)
-				if (o->pids[i] == (pid_t)l) {
-					set_err(err, errlen, "PID %ld is given twice", l);
-					return CLI_ERROR;
-				}
-			if (o->npids == CLI_MAX_PIDS) {
-				set_err(err, errlen, "too many -p PIDs (at most %d)", CLI_MAX_PIDS);
-				return CLI_ERROR;
-			}
-			o->pids[o->npids++] = (pid_t)l;
-			if (!have_pid) o->pid = (pid_t)l;
-			have_pid = true;
-			break;
-		case 'o':
-			if (optarg[0] == '\0') {
-				set_err(err, errlen, "invalid output file: empty name");
-				return CLI_ERROR;
-			}
-			o->output = optarg;
-			o->no_trace = strcmp(optarg, "none") == 0;
-			break;
-		case 'r':
-			if (!parse_double(optarg, &o->rate) || !(o->rate > 0) || o->rate > 1) {
-				set_err(err, errlen, "invalid rate '%s': expected a number with 0 < rate <= 1 "
-					"(sampling probability per 8-byte word, e.g. 1e-5)", optarg);
-				return CLI_ERROR;
-			}
-			break;
-		case 'd':
-			if (!parse_double(optarg, &o->duration) || !(o->duration > 0) || o->duration > 1e9) {
-				set_err(err, errlen, "invalid duration '%s': expected a positive number of seconds",
-					optarg);
-				return CLI_ERROR;
-			}
-			break;
-		case 'q': o->quiet = true; break;
-		case 'h': cli_usage(stdout); return CLI_EXIT_OK;
-		case 'V': printf("memtraced %s\n", MEMTRACED_VERSION); return CLI_EXIT_OK;
-		case OPT_PROBE_FLOOR: o->probe_floor = true; break;
-		case OPT_STACK_BYTES:
-			/* A user stack copy: at least a few frames, at most what a BPF record can carry. */
-			if (!parse_long(optarg, 512, 65536, &l)) {
-				set_err(err, errlen, "invalid --stack-bytes '%s': expected 512 .. 65536", optarg);
-				return CLI_ERROR;
-			}
-			o->stack_bytes = (unsigned)l;
-			break;
-		case OPT_NO_STATUS: o->no_status = true; break;
-		case OPT_TOP: o->top = true; break;
-		case OPT_FOLLOW_FORKS: o->follow_forks = true; break;
-		case OPT_TOP_INTERVAL:
-			if (!parse_double(optarg, &o->top_interval) || !(o->top_interval >= 0.1) ||
-			    o->top_interval > 3600) {
-				set_err(err, errlen, "invalid --top-interval '%s': expected seconds, 0.1 .. 3600",
-					optarg);
-				return CLI_ERROR;
-			}
-			break;
-		case OPT_TOP_BY:
-			if (strcmp(optarg, "site") != 0 && strcmp(optarg, "function") != 0) {
-				set_err(err, errlen, "invalid --top-by '%s': expected 'site' or 'function'",
-					optarg);
-				return CLI_ERROR;
-			}
-			o->top_by_function = strcmp(optarg, "function") == 0;
-			break;
-		case OPT_SNAP_DIR:
-			if (optarg[0] == '\0') {
-				set_err(err, errlen, "invalid --snapshot-dir: empty name");
-				return CLI_ERROR;
-			}
-			o->snapshot_dir = optarg;
-			break;
-		case OPT_SNAP_INTERVAL:
-			if (!parse_double(optarg, &o->snapshot_interval) || !(o->snapshot_interval >= 0.01) ||
-			    o->snapshot_interval > 1e7) {
-				set_err(err, errlen, "invalid --snapshot-interval '%s': expected seconds, "
-					"0.01 or more (fractions allowed)", optarg);
-				return CLI_ERROR;
-			}
-			have_interval = true;
-			break;
-		case OPT_SNAP_KEEP:
-			if (!parse_long(optarg, 1, INT_MAX, &l)) {
-				set_err(err, errlen, "invalid --snapshot-keep '%s': expected a positive number "
-					"of snapshots", optarg);
-				return CLI_ERROR;
-			}
-			o->snapshot_keep = (unsigned)l;
-			have_keep = true;
-			break;
-		case OPT_FILE_MODE:
-			if (!parse_mode(optarg, &o->file_mode)) {
-				set_err(err, errlen, "invalid --file-mode '%s': expected an octal permission "
-					"mode such as 0600 or 0640 (at most 0777)", optarg);
-				return CLI_ERROR;
-			}
-			break;
-		case ':':
-			set_err(err, errlen, "option '%s' needs a value", argv[optind - 1]);
-			return CLI_ERROR;
-		default:
-			set_err(err, errlen, "unknown option '%s' (try --help)", argv[optind - 1]);
-			return CLI_ERROR;
-		}
+static const struct option longopts[] = {
+	{"pid", required_argument, NULL, 'p'},
+	{"output", required_argument, NULL, 'o'},
+	{"rate", required_argument, NULL, 'r'},
+	{"duration", required_argument, NULL, 'd'},
+	{"quiet", no_argument, NULL, 'q'},
+	{"help", no_argument, NULL, 'h'},
+	{"version", no_argument, NULL, 'V'},
+	{"probe-floor", no_argument, NULL, OPT_PROBE_FLOOR},
+	{"stack-bytes", required_argument, NULL, OPT_STACK_BYTES},
+	{"snapshot-dir", required_argument, NULL, OPT_SNAP_DIR},
+	{"snapshot-interval", required_argument, NULL, OPT_SNAP_INTERVAL},
+	{"snapshot-keep", required_argument, NULL, OPT_SNAP_KEEP},
+	{"file-mode", required_argument, NULL, OPT_FILE_MODE},
+	{"no-status", no_argument, NULL, OPT_NO_STATUS},
+	{"top", no_argument, NULL, OPT_TOP},
+	{"top-interval", required_argument, NULL, OPT_TOP_INTERVAL},
+	{"top-by", required_argument, NULL, OPT_TOP_BY},
+	{"follow-forks", no_argument, NULL, OPT_FOLLOW_FORKS},
+	{NULL, 0, NULL, 0},
+};
+
+/* -p PID: positive, not given twice, at most CLI_MAX_PIDS. */
+static bool parse_pid_opt(const char *arg, struct cli_opts *o, char *err, size_t errlen)
+{
+	long l;
+	if (!parse_long(arg, 1, INT_MAX, &l)) {
+		set_err(err, errlen, "invalid PID '%s': expected a positive process id", arg);
+		return false;
 	}
-	if (optind < argc) o->cmd = &argv[optind];
-	if (have_pid && o->cmd) {
+	for (int i = 0; i < o->npids; i++)
+		if (o->pids[i] == (pid_t)l) {
+			set_err(err, errlen, "PID %ld is given twice", l);
+			return false;
+		}
+	if (o->npids == CLI_MAX_PIDS) {
+		set_err(err, errlen, "too many -p PIDs (at most %d)", CLI_MAX_PIDS);
+		return false;
+	}
+	o->pids[o->npids++] = (pid_t)l;
+	if (o->npids == 1) o->pid = (pid_t)l;
+	return true;
+}
+
+/* A number of seconds in [lo, hi] (lo excluded when lo_open). */
+static bool parse_seconds(const char *arg, double lo, bool lo_open, double hi, double *out)
+{
+	double v;
+	if (!parse_double(arg, &v) || (lo_open ? !(v > lo) : !(v >= lo)) || v > hi) return false;
+	*out = v;
+	return true;
+}
+
+/* Options that take a value and only check it. false with a message in err. */
+static bool parse_valued(int c, const char *arg, struct cli_opts *o, struct cli_seen *seen,
+			 char *err, size_t errlen)
+{
+	long l;
+	switch (c) {
+	case 'o':
+		if (arg[0] == '\0') return set_err(err, errlen, "invalid output file: empty name"), false;
+		o->output = arg;
+		o->no_trace = strcmp(arg, "none") == 0;
+		return true;
+	case 'r':
+		if (parse_seconds(arg, 0, true, 1, &o->rate)) return true;
+		set_err(err, errlen, "invalid rate '%s': expected a number with 0 < rate <= 1 "
+			"(sampling probability per 8-byte word, e.g. 1e-5)", arg);
+		return false;
+	case 'd':
+		if (parse_seconds(arg, 0, true, 1e9, &o->duration)) return true;
+		set_err(err, errlen, "invalid duration '%s': expected a positive number of seconds", arg);
+		return false;
+	case OPT_STACK_BYTES:
+		/* A user stack copy: at least a few frames, at most what a BPF record can carry. */
+		if (!parse_long(arg, 512, 65536, &l)) {
+			set_err(err, errlen, "invalid --stack-bytes '%s': expected 512 .. 65536", arg);
+			return false;
+		}
+		o->stack_bytes = (unsigned)l;
+		return true;
+	case OPT_TOP_INTERVAL:
+		if (parse_seconds(arg, 0.1, false, 3600, &o->top_interval)) return true;
+		set_err(err, errlen, "invalid --top-interval '%s': expected seconds, 0.1 .. 3600", arg);
+		return false;
+	case OPT_TOP_BY:
+		if (strcmp(arg, "site") != 0 && strcmp(arg, "function") != 0) {
+			set_err(err, errlen, "invalid --top-by '%s': expected 'site' or 'function'", arg);
+			return false;
+		}
+		o->top_by_function = strcmp(arg, "function") == 0;
+		return true;
+	case OPT_SNAP_DIR:
+		if (arg[0] == '\0') return set_err(err, errlen, "invalid --snapshot-dir: empty name"), false;
+		o->snapshot_dir = arg;
+		return true;
+	case OPT_SNAP_INTERVAL:
+		seen->interval = true;
+		if (parse_seconds(arg, 0.01, false, 1e7, &o->snapshot_interval)) return true;
+		set_err(err, errlen, "invalid --snapshot-interval '%s': expected seconds, 0.01 or more "
+			"(fractions allowed)", arg);
+		return false;
+	case OPT_SNAP_KEEP:
+		seen->keep = true;
+		if (!parse_long(arg, 1, INT_MAX, &l)) {
+			set_err(err, errlen, "invalid --snapshot-keep '%s': expected a positive number of "
+				"snapshots", arg);
+			return false;
+		}
+		o->snapshot_keep = (unsigned)l;
+		return true;
+	case OPT_FILE_MODE:
+		if (parse_mode(arg, &o->file_mode)) return true;
+		set_err(err, errlen, "invalid --file-mode '%s': expected an octal permission mode such as "
+			"0600 or 0640 (at most 0777)", arg);
+		return false;
+	}
+	set_err(err, errlen, "internal error: option %d", c);
+	return false;
+}
+
+/* One option from getopt_long. */
+static enum cli_result parse_option(int c, char **argv, struct cli_opts *o, struct cli_seen *seen,
+				    char *err, size_t errlen)
+{
+	switch (c) {
+	case 'p':
+		seen->pid = true;
+		return parse_pid_opt(optarg, o, err, errlen) ? CLI_OK : CLI_ERROR;
+	case 'q': o->quiet = true; return CLI_OK;
+	case 'h': cli_usage(stdout); return CLI_EXIT_OK;
+	case 'V': printf("memtraced %s\n", MEMTRACED_VERSION); return CLI_EXIT_OK;
+	case OPT_PROBE_FLOOR: o->probe_floor = true; return CLI_OK;
+	case OPT_NO_STATUS: o->no_status = true; return CLI_OK;
+	case OPT_TOP: o->top = true; return CLI_OK;
+	case OPT_FOLLOW_FORKS: o->follow_forks = true; return CLI_OK;
+	case ':':
+		set_err(err, errlen, "option '%s' needs a value", argv[optind - 1]);
+		return CLI_ERROR;
+	case '?':
+		set_err(err, errlen, "unknown option '%s' (try --help)", argv[optind - 1]);
+		return CLI_ERROR;
+	}
+	return parse_valued(c, optarg, o, seen, err, errlen) ? CLI_OK : CLI_ERROR;
+}
+
+/* What no single option shows: what to trace, and options that need one another. */
+static enum cli_result check_combination(const struct cli_opts *o, const struct cli_seen *seen,
+					 char *err, size_t errlen)
+{
+	if (seen->pid && o->cmd) {
 		set_err(err, errlen, "give either -p PID or -- CMD, not both");
 		return CLI_ERROR;
 	}
-	if (!have_pid && !o->cmd) {
+	if (!seen->pid && !o->cmd) {
 		set_err(err, errlen, "nothing to trace: give -p PID or -- CMD [ARGS...] (try --help)");
 		return CLI_ERROR;
 	}
-	if ((have_interval || have_keep) && !o->snapshot_dir) {
+	if ((seen->interval || seen->keep) && !o->snapshot_dir) {
 		set_err(err, errlen, "%s needs --snapshot-dir DIR",
-			have_interval ? "--snapshot-interval" : "--snapshot-keep");
+			seen->interval ? "--snapshot-interval" : "--snapshot-keep");
 		return CLI_ERROR;
 	}
 	if (o->no_trace && !o->snapshot_dir && !o->probe_floor) {
@@ -308,4 +317,21 @@ enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, 
 		return CLI_ERROR;
 	}
 	return CLI_OK;
+}
+
+enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, size_t errlen)
+{
+	*o = (struct cli_opts){.rate = CLI_DEFAULT_RATE, .stack_bytes = CLI_DEFAULT_STACK_BYTES,
+			       .top_interval = 1, .file_mode = CLI_DEFAULT_FILE_MODE};
+	struct cli_seen seen = {0};
+	int c;
+	opterr = 0;
+	optind = 1;
+	/* "+": stop at the first non-option, so that CMD's own options are left alone. */
+	while ((c = getopt_long(argc, argv, "+:p:o:r:d:qhV", longopts, NULL)) != -1) {
+		enum cli_result r = parse_option(c, argv, o, &seen, err, errlen);
+		if (r != CLI_OK) return r;
+	}
+	if (optind < argc) o->cmd = &argv[optind];
+	return check_combination(o, &seen, err, errlen);
 }

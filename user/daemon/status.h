@@ -1,4 +1,4 @@
-/* The live view of memtraced while it traces (owner: LIVEVIEW).
+/* The live view of memtraced while it traces.
  *
  * Two forms, both fed from the session's counters and context trie:
  *  - the status line: one line on stderr, redrawn in place (\r + clear to end of line) at most

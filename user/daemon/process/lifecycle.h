@@ -1,4 +1,4 @@
-/* What traced processes do besides allocating: exec, fork, dlopen (owner: LIFECYCLE).
+/* What traced processes do besides allocating: exec, fork, dlopen.
  *
  * The BPF watcher (bpf/lifecycle.bpf.c): BTF tracepoints sched_process_exec and
  * sched_process_fork filtered on the watched processes, and a uprobe on each watched

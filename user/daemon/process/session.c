@@ -6,6 +6,7 @@
  * for the first time; the session thread (the caller's) turns the queued records into the
  * trie and the trace. Records keep their ring-buffer order through the queue. */
 #include "session.h"
+#include "common/msg.h"
 #include "record_queue.h"
 #include "output/snapshot.h"
 #include "unwind/stacks.h"

@@ -2,7 +2,7 @@
  * "jemalloc 5.3.0 (/usr/lib/x86_64-linux-gnu/libjemalloc.so.2)". Recognized by what the
  * object defines (tcmalloc and mimalloc also export glibc's __libc_malloc names, so the
  * distinctive names are checked first), not by its file name, so that an allocator compiled
- * into an executable is named too. Owner: ALLOCATORS. */
+ * into an executable is named too. */
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>

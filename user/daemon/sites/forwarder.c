@@ -9,7 +9,7 @@
  *   operator new calling malloc directly), or
  * - a PLT stub or GOT slot (-fno-plt) whose relocation names an allocation function, or a
  *   function of this object at the entry of one (mi_free is free).
- * Owner: ALLOCATORS. */
+ * */
 #include <capstone/capstone.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* Allocation functions of objects mapped after the probes were placed (dlopen), see
- * alloc_sites_added in lifecycle.h. Owner: LIFECYCLE. */
+ * alloc_sites_added in allocsyms.h. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>

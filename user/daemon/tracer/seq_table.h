@@ -1,6 +1,6 @@
 /* A hash table from a tracer's seq (never 0) to the block it names, for the tracer's view of
  * which sampled blocks it reported live (the "daemon-visible set" reconciled against the BPF
- * live map). Open addressing, linear probing, deletion by backward shift. Owner: BPF. */
+ * live map). Open addressing, linear probing, deletion by backward shift. */
 #ifndef MEMTRACED_SEQ_TABLE_H
 #define MEMTRACED_SEQ_TABLE_H
 #include <stdbool.h>

@@ -1,4 +1,4 @@
-/* Loading and attaching the BPF program (bpf/memtraced.bpf.c); stats; closing. Owner: BPF.
+/* Loading and attaching the BPF program (bpf/memtraced.bpf.c); stats; closing.
  *
  * Mode: session uprobes (kernel 6.10+: one program sees entry and return, and the entry
  * decides whether the return probe is set) attached through raw uprobe_multi links; where the

@@ -1,5 +1,5 @@
 /* Loading the BPF program, attaching it to a process's allocator, draining its samples.
- * Owner: BPF. The BPF side is bpf/memtraced.bpf.c, the records include/memtraced_events.h.
+ * The BPF side is bpf/memtraced.bpf.c, the records include/memtraced_events.h.
  *
  * Usage: tracer_open() (load + attach), then tracer_poll() in a loop (each call sleeps up to
  * timeout_ms, then delivers every record that arrived), tracer_reconcile() now and then and at

@@ -1,5 +1,5 @@
 /* Draining the ring buffer into the daemon's callbacks, and reconciling the daemon-visible set
- * of live sampled blocks with the BPF live map. Owner: BPF. */
+ * of live sampled blocks with the BPF live map. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* The tracer's state, shared by tracer.c (load, attach, stats) and intake.c (records,
- * reconciliation). Not part of the interface. Owner: BPF. */
+ * reconciliation). Not part of the interface. */
 #ifndef MEMTRACED_TRACER_INTERNAL_H
 #define MEMTRACED_TRACER_INTERNAL_H
 #include "tracer.h"

@@ -1,6 +1,6 @@
 /* Raw uprobe_multi links (BPF_LINK_CREATE with attach type BPF_TRACE_UPROBE_MULTI = 48 or
  * BPF_TRACE_UPROBE_SESSION = 57). Debian 12's libbpf 1.1.2 has no API for them; the kernel
- * (6.6+, sessions 6.10+) has. Owner: BPF. */
+ * (6.6+, sessions 6.10+) has. */
 #ifndef MEMTRACED_UPROBE_LINK_H
 #define MEMTRACED_UPROBE_LINK_H
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* Demangling of C++ and Rust symbol names (owner: STACKS). */
+/* Demangling of C++ and Rust symbol names. */
 #ifndef MEMTRACED_DEMANGLE_H
 #define MEMTRACED_DEMANGLE_H
 

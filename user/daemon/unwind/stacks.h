@@ -1,4 +1,4 @@
-/* Unwinding and symbolizing one process's allocation samples (owner: STACKS).
+/* Unwinding and symbolizing one process's allocation samples.
  *
  * A sample is what the BPF side captured at the allocation function's ENTRY: the 17 registers
  * in DWARF order (rax rdx rcx rbx rsi rdi rbp rsp r8..r15 rip) and a copy of the user stack

@@ -1,4 +1,4 @@
-/* Symbolizing one pc of a process into a memtrace location list with libdw (owner: STACKS). */
+/* Symbolizing one pc of a process into a memtrace location list with libdw. */
 #ifndef MEMTRACED_SYMBOLIZE_H
 #define MEMTRACED_SYMBOLIZE_H
 

@@ -1,0 +1,187 @@
+/* Following what the traced processes do besides allocating (see process/lifecycle.h): an exec
+ * starts a new trace for the new program, a fork (--follow-forks) a trace for the child, a
+ * dlopen'ed allocator gets probes. */
+#include "targets.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/msg.h"
+
+static void say_note(const char *note)
+{
+	if (note[0]) msg_note("%s", note);
+}
+
+/* Does pid map every object of sites already (its ld.so has loaded the libraries)? */
+static bool sites_mapped(pid_t pid, const struct alloc_sites *sites)
+{
+	char path[64], line[4352];
+	snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+	bool found[MAX_PROBE_SITES] = {false};
+	FILE *f = fopen(path, "re");
+	if (!f) return false;
+	while (fgets(line, sizeof line, f)) {
+		char *p = strchr(line, '/');
+		if (!p) continue;
+		p[strcspn(p, "\n")] = 0;
+		size_t pl = strlen(p);
+		for (int i = 0; i < sites->n; i++) {
+			size_t sl = strlen(sites->sites[i].path); /* maybe /proc/PID/root + p */
+			found[i] = found[i] || (sl >= pl && strcmp(sites->sites[i].path + sl - pl, p) == 0);
+		}
+	}
+	fclose(f);
+	for (int i = 0; i < sites->n; i++)
+		if (!found[i]) return false;
+	return sites->n > 0;
+}
+
+/* The program pid runs now, after a chain of execs that may be over by now (#!/usr/bin/env
+ * script -> env -> interpreter): the programs exec'd since are gone, the one running now is
+ * resolved (read after the queue: an exec not queued yet would make a session for a program
+ * cut at once). Returns whether n->exe and n->sites are known; *skipped counts the programs
+ * gone meanwhile. */
+static bool resolve_exec_chain(struct targets *ts, struct target *n, unsigned *skipped, char *err,
+			       size_t errlen)
+{
+	bool ok = false;
+	for (int tries = 0; tries < 16; tries++) {
+		while (lifecycle_take_exec(ts->lc, n->pid)) (*skipped)++;
+		target_exe_path(n->pid, n->exe, sizeof n->exe);
+		ok = n->exe[0] != 0;
+		if (!ok) snprintf(err, errlen, "its executable cannot be read (exited?)");
+		/* The new image is mapped but its ld.so has not loaded the libraries yet: resolve
+		 * them the way it will. */
+		if (ok && alloc_sites_for_exec(n->exe, n->pid, &n->sites, err, errlen) < 0) ok = false;
+		if (!ok || !lifecycle_exec_time(ts->lc, n->pid)) break;
+	}
+	return ok;
+}
+
+/* t exec'd a new program: its trace ends, a new session follows the new program into
+ * FILE.execN.ctf (same snapshotter). The new session is attached before the old one detaches:
+ * records stamped after the exec go to the new one only (see session_opts.exec_time). */
+static void follow_exec(struct targets *ts, struct target *t, uint64_t exec_ns)
+{
+	session_exec_at(t->s, exec_ns); /* the event is consumed: the session cannot ask any more */
+	char err[1024] = "";
+	struct target *n = targets_add(ts, t->pid);
+	if (!n) {
+		target_finish(ts, t, FINISH_EXEC, NULL);
+		msg_error("PID %d: out of memory, not following its exec", (int)t->pid);
+		return;
+	}
+	n->our_child = t->our_child;
+	snprintf(n->base_path, sizeof n->base_path, "%s", t->base_path);
+	unsigned skipped = 0;
+	bool ok = resolve_exec_chain(ts, n, &skipped, err, sizeof err);
+	n->execs = t->execs + 1 + skipped;
+	if (skipped)
+		msg_note("PID %d exec'd %u program%s gone before %s could be followed: not traced",
+			 (int)t->pid, skipped, skipped > 1 ? "s" : "", skipped > 1 ? "they" : "it");
+	n->snap = t->snap; /* handed over below: prepare_outputs must not open a second one */
+	if (ok && target_prepare_outputs(ts, n) != 0) {
+		snprintf(err, sizeof err, "cannot prepare the trace of the new program");
+		ok = false;
+	}
+	/* The unwinder is prepared at the first record, when ld.so is done (the BPF watcher sees
+	 * the exec before ld.so runs; mappings read while it maps the libraries mislead the
+	 * unwinder), or at once when the libraries are there already: the /proc fallback sees the
+	 * exec late, and the new program may be gone before its first record is read. */
+	bool early = !lifecycle_uses_bpf(ts->lc) && sites_mapped(n->pid, &n->sites);
+	if (ok && target_start_session(ts, n, !early, err, sizeof err) < 0) ok = false;
+	if (!ok) n->snap = NULL;
+	target_finish(ts, t, FINISH_EXEC, ok ? &n->snap : NULL);
+	n->pidfd = t->pidfd;
+	t->pidfd = -1;
+	if (!ok) {
+		msg_error("PID %d exec'd %s: not followed: %s", (int)n->pid, n->exe[0] ? n->exe : "?",
+			  err);
+		target_release_outputs(ts, n, true);
+		n->active = false;
+		n->ok = false;
+		lifecycle_unwatch(ts->lc, n->pid);
+		return;
+	}
+	char note[512];
+	lifecycle_watch(ts->lc, n->pid, note, sizeof note); /* the new ld.so */
+	say_note(note);
+}
+
+/* --follow-forks: parent forked child, a new process with the parent's mappings. */
+static void follow_fork(struct targets *ts, pid_t parent, pid_t child)
+{
+	char err[1024] = "";
+	struct target *n = targets_add(ts, child);
+	if (!n) {
+		msg_error("out of memory, not following PID %d", (int)child);
+		return;
+	}
+	bool ok = target_check_pid(child, err, sizeof err) == 0;
+	if (ok) {
+		target_exe_path(child, n->exe, sizeof n->exe);
+		ok = alloc_sites_for_pid(child, &n->sites, err, sizeof err) == 0;
+	}
+	if (ok && target_prepare_outputs(ts, n) != 0) {
+		snprintf(err, sizeof err, "cannot prepare its trace");
+		ok = false;
+	}
+	if (ok && target_start_session(ts, n, false, err, sizeof err) < 0) ok = false;
+	if (!ok) {
+		msg_say("PID %d forked PID %d: not followed: %s", (int)parent, (int)child, err);
+		target_release_outputs(ts, n, true);
+		n->ok = true; /* a child gone at once is no failure of ours */
+		lifecycle_unwatch(ts->lc, child);
+		return;
+	}
+	n->pidfd = target_pidfd(child);
+	char note[512];
+	lifecycle_watch(ts->lc, child, note, sizeof note);
+	say_note(note);
+}
+
+/* The link map of t changed: probe the allocation functions of libraries loaded since. */
+static void follow_dlopen(struct target *t)
+{
+	t->dlopen_pending = false;
+	struct alloc_sites *added = malloc(sizeof *added);
+	char err[512] = "";
+	if (!added) return;
+	if (alloc_sites_added(t->pid, &t->sites, added, err, sizeof err) < 0) {
+		msg_note("PID %d: after a dlopen: %s", (int)t->pid, err);
+	} else if (added->n == 0) {
+		session_refresh_mappings(t->s);
+	} else if (t->sites.n + added->n > MAX_PROBE_SITES) {
+		msg_say("PID %d: %s defines allocation functions, but more than %d probe sites would be "
+			"needed: not probed", (int)t->pid, added->allocator, MAX_PROBE_SITES);
+	} else if (session_add_sites(t->s, added, err, sizeof err) < 0) {
+		msg_say("PID %d: cannot probe the allocation functions of %s: %s", (int)t->pid,
+			added->allocator, err);
+	} else {
+		memcpy(&t->sites.sites[t->sites.n], added->sites, (size_t)added->n * sizeof added->sites[0]);
+		t->sites.n += added->n;
+		msg_info("PID %d: dlopen: %d allocation function%s probed in %s", (int)t->pid, added->n,
+			 added->n > 1 ? "s" : "", added->allocator);
+		if (added->notes[0]) msg_note("%s", added->notes);
+	}
+	free(added);
+}
+
+void targets_follow_lifecycle(struct targets *ts)
+{
+	if (!ts->lc) return;
+	lifecycle_drain(ts->lc);
+	struct lifecycle_event ev;
+	while (lifecycle_next(ts->lc, &ev)) {
+		struct target *t = targets_find_active(ts, ev.pid);
+		if (!t) continue;
+		if (ev.kind == LC_EXEC) follow_exec(ts, t, ev.time_ns);
+		else if (ev.kind == LC_FORK && ts->o->follow_forks) follow_fork(ts, ev.pid, ev.child);
+		else if (ev.kind == LC_DLOPEN) t->dlopen_pending = true;
+	}
+	/* coalesced: ld.so announces each dlopen twice (before and after mapping) */
+	for (int i = 0; i < ts->n; i++)
+		if (ts->t[i]->active && ts->t[i]->dlopen_pending) follow_dlopen(ts->t[i]);
+}

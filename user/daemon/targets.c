@@ -1,0 +1,242 @@
+/* The processes memtraced traces: outputs, sessions, snapshots, finishing (see targets.h). */
+#include "targets.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/msg.h"
+#include "output/snapshot.h"
+
+struct target *targets_add(struct targets *ts, pid_t pid)
+{
+	if (ts->n == ts->cap) {
+		int cap = ts->cap ? 2 * ts->cap : 8;
+		struct target **grown = realloc(ts->t, (size_t)cap * sizeof *grown);
+		if (!grown) return NULL;
+		ts->t = grown;
+		ts->cap = cap;
+	}
+	struct target *t = calloc(1, sizeof *t);
+	if (!t) return NULL;
+	t->out_fd = -1;
+	t->pidfd = -1;
+	t->pid = pid;
+	ts->t[ts->n++] = t;
+	return t;
+}
+
+int targets_count_active(const struct targets *ts)
+{
+	int n = 0;
+	for (int i = 0; i < ts->n; i++) n += ts->t[i]->active;
+	return n;
+}
+
+struct target *targets_find_active(const struct targets *ts, pid_t pid)
+{
+	for (int i = 0; i < ts->n; i++)
+		if (ts->t[i]->active && ts->t[i]->pid == pid) return ts->t[i];
+	return NULL;
+}
+
+void targets_drop_finished(struct targets *ts, bool *all_ok)
+{
+	int k = 0;
+	for (int i = 0; i < ts->n; i++) {
+		struct target *t = ts->t[i];
+		if (t->active) {
+			ts->t[k++] = t;
+			continue;
+		}
+		*all_ok = *all_ok && t->ok;
+		target_release_outputs(ts, t, false);
+		free(t);
+	}
+	ts->n = k;
+}
+
+/* Opens (creates or truncates) the trace file before anything is attached, with exactly the
+ * permissions `mode` (fchmod: neither the umask nor an older file's mode changes them). */
+static int open_output(const char *path, unsigned mode, char *err, size_t errlen)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot write the trace file '%.3000s': %s", path, strerror(errno));
+		return -1;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "cannot write the trace file '%.3000s': not a regular file", path);
+		close(fd);
+		return -1;
+	}
+	if (fchmod(fd, mode) < 0) {
+		snprintf(err, errlen, "cannot set mode %04o on the trace file '%.3000s': %s", mode, path,
+			 strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int target_prepare_outputs(struct targets *ts, struct target *t)
+{
+	const struct cli_opts *o = ts->o;
+	char err[4200];
+	if (o->snapshot_dir && !o->probe_floor && !t->snap) {
+		struct snapshot_opts so = {.dir = o->snapshot_dir, .keep = o->snapshot_keep,
+					   .file_mode = (mode_t)o->file_mode};
+		t->snap = snapshot_open(&so, t->pid, err, sizeof err);
+		if (!t->snap) {
+			msg_error("%s", err);
+			return 2;
+		}
+	}
+	if (t->execs ? cli_exec_output_path(t->base_path, t->execs, t->out_path, sizeof t->out_path)
+		     : cli_output_path(o, t->pid, t->out_path, sizeof t->out_path)) {
+		msg_error("the trace file name is too long");
+		return 2;
+	}
+	if (!t->execs) snprintf(t->base_path, sizeof t->base_path, "%s", t->out_path);
+	if (!o->probe_floor && !o->no_trace) {
+		t->out_fd = open_output(t->out_path, o->file_mode, err, sizeof err);
+		if (t->out_fd < 0) {
+			msg_error("%s", err);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static uint64_t exec_time_of(void *ctx, pid_t pid) { return lifecycle_exec_time(ctx, pid); }
+
+/* -- CMD: holds the command at its exit until its session has read its records (and prepared
+ * its unwinder from its mappings: a command of a few ms is gone before the first drain). */
+static void child_exiting(void *session) { session_target_exiting(session, 1000); }
+
+static void say_tracing(const struct targets *ts, const struct target *t)
+{
+	const struct cli_opts *o = ts->o;
+	char what[4200];
+	if (o->probe_floor) snprintf(what, sizeof what, "probe floor: no trace");
+	else if (o->no_trace) snprintf(what, sizeof what, "no trace");
+	else snprintf(what, sizeof what, "trace %s", t->out_path);
+	msg_info("tracing PID %d (%s), allocator %s, rate %g, %s%s%s", (int)t->pid,
+		 t->exe[0] ? t->exe : "?", t->sites.allocator[0] ? t->sites.allocator : "unknown",
+		 o->rate, what, t->snap ? ", snapshots in " : "", t->snap ? snapshot_dir(t->snap) : "");
+	if (t->sites.notes[0]) msg_note("%s", t->sites.notes);
+}
+
+int target_start_session(struct targets *ts, struct target *t, bool before_exec, char *err,
+			 size_t errlen)
+{
+	const struct cli_opts *o = ts->o;
+	struct session_opts so = {
+		.pid = t->pid, .rate = o->rate, .stack_bytes = o->stack_bytes, .floor = o->probe_floor,
+		.out_fd = t->out_fd, .no_trace = o->no_trace, .trace_optional = t->snap != NULL,
+		.executable = t->exe, .sites = &t->sites, .spawned = before_exec,
+		.exec_time = ts->lc ? exec_time_of : NULL, .exec_ctx = ts->lc};
+	t->s = session_open(&so, err, errlen);
+	if (!t->s) return -1;
+	t->active = true;
+	t->ok = true;
+	if (t->our_child) exit_watch_set_hook(ts->child_watch, child_exiting, t->s);
+	say_tracing(ts, t);
+	return 0;
+}
+
+bool target_has_exited(const struct targets *ts, const struct target *t, int *wstatus)
+{
+	if (t->our_child && ts->child_watch) return exit_watch_exited(ts->child_watch, wstatus, 0);
+	if (t->our_child) {
+		pid_t r = waitpid(t->pid, wstatus, WNOHANG);
+		return r == t->pid || (r < 0 && errno == ECHILD);
+	}
+	if (t->pidfd >= 0) {
+		struct pollfd p = {.fd = t->pidfd, .events = POLLIN};
+		return poll(&p, 1, 0) > 0;
+	}
+	return kill(t->pid, 0) < 0 && errno == ESRCH;
+}
+
+void target_snapshot(struct target *t, bool say_it)
+{
+	if (!t->snap || !t->s) return;
+	char err[512] = "";
+	uint64_t seq = snapshot_next_seq(t->snap);
+	if (session_snapshot(t->s, t->snap, err, sizeof err) < 0)
+		msg_say("PID %d: snapshot failed (tracing goes on): %s", (int)t->pid, err);
+	else if (say_it)
+		msg_say("PID %d: snapshot %s/memtrace-%d-%llu.ctf written", (int)t->pid,
+			snapshot_dir(t->snap), (int)t->pid, (unsigned long long)seq);
+}
+
+void target_release_outputs(struct targets *ts, struct target *t, bool remove_output)
+{
+	if (t->s && t->our_child) exit_watch_clear_hook(ts->child_watch, t->s);
+	if (t->s) session_close(t->s);
+	t->s = NULL;
+	if (t->out_fd >= 0) {
+		if (close(t->out_fd) < 0 && !remove_output) {
+			msg_error("closing '%s': %s", t->out_path, strerror(errno));
+			t->ok = false;
+		}
+		if (remove_output) unlink(t->out_path);
+	}
+	t->out_fd = -1;
+	if (t->snap) snapshot_close(t->snap);
+	t->snap = NULL;
+	if (t->pidfd >= 0) close(t->pidfd);
+	t->pidfd = -1;
+}
+
+static void say_why(const struct targets *ts, const struct target *t, enum finish_why why)
+{
+	switch (why) {
+	case FINISH_SIGNAL:
+		msg_info("%s received, detaching from PID %d", strsignal(ts->stop_signal), (int)t->pid);
+		break;
+	case FINISH_EXIT: msg_info("PID %d exited", (int)t->pid); break;
+	case FINISH_DURATION:
+		msg_info("%g s elapsed, detaching from PID %d", ts->o->duration, (int)t->pid);
+		break;
+	case FINISH_QUIT: msg_info("quit from --top, detaching from PID %d", (int)t->pid); break;
+	case FINISH_EXEC:
+		msg_info("PID %d exec'd a new program: the trace of %s ends", (int)t->pid,
+			 t->exe[0] ? t->exe : "?");
+		break;
+	case FINISH_ERROR: break;
+	}
+}
+
+void target_finish(struct targets *ts, struct target *t, enum finish_why why,
+		   struct snapshotter **keep_snap)
+{
+	const struct cli_opts *o = ts->o;
+	if (!t->active) return;
+	t->active = false;
+	bool error = why == FINISH_ERROR;
+	if (error) msg_error("PID %d: %s", (int)t->pid, session_error(t->s));
+	say_why(ts, t, why);
+	if (t->our_child) exit_watch_clear_hook(ts->child_watch, t->s); /* the final drain follows */
+	t->ok = session_finish(t->s) == 0 && !error;
+	if (!t->ok && !error) msg_error("%s", session_error(t->s));
+	target_snapshot(t, false); /* the heap at the end, after the final drain and reconcile */
+	session_print_summary(t->s, msg_stream(), o->no_trace || o->probe_floor ? NULL : t->out_path);
+	if (t->snap)
+		msg_say("PID %d: %llu snapshots written, %llu failed, in %s", (int)t->pid,
+			(unsigned long long)snapshot_written(t->snap),
+			(unsigned long long)snapshot_failures(t->snap), snapshot_dir(t->snap));
+	if (keep_snap) {
+		*keep_snap = t->snap;
+		t->snap = NULL;
+	}
+	target_release_outputs(ts, t, false);
+}

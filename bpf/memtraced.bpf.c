@@ -40,6 +40,9 @@ const volatile __u64 mean_gap = 8;           /* mean bytes between sample points
 const volatile __u32 stack_bytes = MT_STACK_BYTES_DEFAULT;
 const volatile __u64 wakeup_bytes = 1 << 21; /* wake the consumer when this much is pending */
 const volatile __u64 exp_gaps[MT_EXP_TABLE]; /* exponential variates, mean mean_gap, >= 1 */
+/* Set by userspace (tracer_mute, through the mmap'ed .bss) when the process exec'd: the calls
+ * are the new program's, which a tracer of its own records; these probes stop at once. */
+volatile __u32 muted = 0;
 
 struct mt_cpu_state cpu_state[MT_MAX_CPUS];
 __u64 last_seq;
@@ -238,7 +241,7 @@ static __always_inline void copy_entry_regs(__u64 *r, struct pt_regs *ctx)
 static __always_inline int on_alloc_entry(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	if ((__u32)(id >> 32) != target_tgid)
+	if ((__u32)(id >> 32) != target_tgid || muted)
 		return 1;
 	__u32 tid = (__u32)id;
 	__u32 fn = (__u32)bpf_get_attach_cookie(ctx);
@@ -428,12 +431,26 @@ static __always_inline __u32 copy_stack(__u8 *buf, __u64 sp, __u64 len, const __
 	return n;
 }
 
+/* One stack copy per CPU, made before the record is reserved: the copy (and its search for
+ * the resident prefix) is then verified once, not once per record size below, which kept the
+ * verifier busy for 100+ ms at every load (attach and exec latency). A program run is never
+ * nested in another on the same CPU (bpf_prog_active), so the buffer is ours meanwhile. */
+struct stack_scratch {
+	__u8 b[MT_STACK_BYTES_MAX];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY); /* per-CPU values are limited to 32 KiB: one per CPU */
+	__uint(max_entries, 1);           /* set to the number of possible CPUs at load */
+	__type(key, __u32);
+	__type(value, struct stack_scratch);
+} scratch SEC(".maps");
+
 /* Reserves a record with room for `cap` stack bytes (a constant: the verifier wants constant
- * reservations), fills and submits it. Returns the stack bytes copied, or -1 when the ring
- * buffer is full. */
+ * reservations), fills it with the copy in buf (n <= cap bytes) and submits it. Returns 0, or
+ * -1 when the ring buffer is full. */
 static __always_inline long write_alloc_record(struct pt_regs *ctx, struct mt_cpu_state *st,
 					       __u64 id, struct inflight_call *call, __u64 addr,
-					       __u64 seq, __u64 len, const __u32 cap)
+					       __u64 seq, const __u8 *buf, __u64 n, const __u32 cap)
 {
 	struct mt_alloc_record *r = bpf_ringbuf_reserve(&events, sizeof(*r) + cap, 0);
 	if (!r)
@@ -449,7 +466,9 @@ static __always_inline long write_alloc_record(struct pt_regs *ctx, struct mt_cp
 	r->nsamples = call->nsamples;
 	__builtin_memcpy(r->regs, call->regs, sizeof(r->regs));
 	r->stack_reserved = cap;
-	r->stack_len = copy_stack(r->stack, call->entry_sp, len, cap);
+	if (n > cap)
+		n = cap;
+	r->stack_len = n && bpf_probe_read_kernel(r->stack, n, buf) == 0 ? n : 0;
 	if (r->stack_len >= 8) {
 		/* The return probe replaced the return address at entry_sp by its trampoline; at
 		 * the return the kernel has set ip back to the real one. */
@@ -458,9 +477,8 @@ static __always_inline long write_alloc_record(struct pt_regs *ctx, struct mt_cp
 	} else {
 		__sync_fetch_and_add(&st->drop_stack_copy, 1);
 	}
-	long copied = r->stack_len;
 	submit(r);
-	return copied;
+	return 0;
 }
 
 static __always_inline void emit_alloc(struct pt_regs *ctx, struct mt_cpu_state *st, __u64 id,
@@ -474,9 +492,6 @@ static __always_inline void emit_alloc(struct pt_regs *ctx, struct mt_cpu_state 
 		__sync_fetch_and_add(&st->drop_map_full, 1);
 		return;
 	}
-	/* The record is sized to the stack there is (a power of two >= 1 KiB), not to
-	 * stack_bytes: a shallow stack with its environment is often 1-4 KiB, and a small ring
-	 * buffer then holds several times more records. */
 	__u64 sp = call->entry_sp;
 	__u64 len = stack_room(sp);
 	/* A thread's stack often has a never-touched page near its top (the kernel's random gap
@@ -487,21 +502,30 @@ static __always_inline void emit_alloc(struct pt_regs *ctx, struct mt_cpu_state 
 	__u64 limit = ts ? ts->stack_limit : 0;
 	if (limit > sp && limit - sp < len)
 		len = limit - sp;
-	long copied;
-	if (len <= 1024)
-		copied = write_alloc_record(ctx, st, id, call, addr, seq, len, 1024);
-	else if (len <= 2048)
-		copied = write_alloc_record(ctx, st, id, call, addr, seq, len, 2048);
-	else if (len <= 4096)
-		copied = write_alloc_record(ctx, st, id, call, addr, seq, len, 4096);
-	else if (len <= 8192)
-		copied = write_alloc_record(ctx, st, id, call, addr, seq, len, 8192);
-	else if (len <= 16384)
-		copied = write_alloc_record(ctx, st, id, call, addr, seq, len, 16384);
-	else if (len <= 32768)
-		copied = write_alloc_record(ctx, st, id, call, addr, seq, len, 32768);
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct stack_scratch *sc = bpf_map_lookup_elem(&scratch, &cpu);
+	long copied = sc ? copy_stack(sc->b, sp, len, MT_STACK_BYTES_MAX) : 0;
+	const __u8 *buf = sc ? sc->b : (const __u8 *)0;
+	/* The record is sized to the stack copied (a power of two >= 1 KiB): a shallow stack with
+	 * its environment is often 1-4 KiB, and a small ring buffer then holds several times more
+	 * records. */
+	long rc;
+	if (copied <= 1024)
+		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 1024);
+	else if (copied <= 2048)
+		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 2048);
+	else if (copied <= 4096)
+		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 4096);
+	else if (copied <= 8192)
+		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 8192);
+	else if (copied <= 16384)
+		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 16384);
+	else if (copied <= 32768)
+		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 32768);
 	else
-		copied = write_alloc_record(ctx, st, id, call, addr, seq, len, MT_STACK_BYTES_MAX);
+		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, MT_STACK_BYTES_MAX);
+	if (rc < 0)
+		copied = -1;
 	if (copied < 0) {
 		__sync_fetch_and_add(&st->drop_ringbuf, 1);
 		bpf_map_delete_elem(&live, &addr);
@@ -517,7 +541,7 @@ static __always_inline void emit_alloc(struct pt_regs *ctx, struct mt_cpu_state 
 static __always_inline void on_alloc_return(struct pt_regs *ctx, bool match_call)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	if ((__u32)(id >> 32) != target_tgid)
+	if ((__u32)(id >> 32) != target_tgid || muted)
 		return;
 	__u32 tid = (__u32)id;
 	struct inflight_call *call = bpf_map_lookup_elem(&inflight, &tid);
@@ -588,7 +612,7 @@ SEC("uprobe")
 int free_probe(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	if ((__u32)(id >> 32) != target_tgid)
+	if ((__u32)(id >> 32) != target_tgid || muted)
 		return 0;
 	struct mt_cpu_state *st = this_cpu_state();
 	__sync_fetch_and_add(&st->free_calls, 1);

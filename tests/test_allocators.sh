@@ -8,6 +8,7 @@
 # double count through libstdc++'s operator new -> malloc), words, nsamples, and the blocks
 # still live at the end (every delete form reaches a probe: no false leak).
 source "$(dirname "$0")/lib/test.sh"
+source "$(dirname "$0")/lib/exact.sh"
 
 MT=$BIN/memtraced
 DUMP=$BIN/memtrace-dump
@@ -41,38 +42,6 @@ wait_flushed() { # trace
 		sleep 0.1
 	done
 	return 1
-}
-
-# check_exact NAME DIR: compares DIR/t.dump with DIR/truth.
-check_exact() {
-	awk -v prefix="$1" '
-	FNR == NR { if ($1 == "truth") { names[++n] = $2; t_calls[$2] = $3; t_words[$2] = $4; t_live[$2] = $5 }; next }
-	$2 == "alloc" {
-		id = substr($3, 4); len = substr($4, 5); ns = substr($5, 10)
-		p = index($0, ": "); op = ""
-		nf = p ? split(substr($0, p + 2), fr, / \| /) : 0
-		for (i = nf; i >= 1 && op == ""; i--) if (match(fr[i], / op_[a-z_]+$/)) op = substr(fr[i], RSTART + 1)
-		if (op == "") next
-		calls[op]++; words[op] += len; nsamp[op] += ns
-		id_op[id] = op; id_len[id] = len; alive[id] = 1
-		next
-	}
-	$2 == "collect" {
-		id = substr($3, 4)
-		if (id in alive) delete alive[id]
-		else if (id in id_op) bad_collect++
-	}
-	END {
-		for (id in alive) live[id_op[id]] += id_len[id]
-		for (k = 1; k <= n; k++) {
-			s = names[k]
-			if (calls[s] == t_calls[s] && words[s] == t_words[s] && nsamp[s] == t_words[s] && live[s] == t_live[s])
-				print "PASS " prefix "_exact_" s
-			else printf "FAIL %s_exact_%s: %d allocs (truth %d), %d words, %d nsamples (truth %d), %d live words (truth %d)\n", prefix, s, calls[s], t_calls[s], words[s], nsamp[s], t_words[s], live[s], t_live[s]
-		}
-		if (n > 0 && bad_collect == 0) print "PASS " prefix "_collects_match_allocs"
-		else printf "FAIL %s_collects_match_allocs: %d operations in the truth, %d collects of blocks already collected\n", prefix, n, bad_collect
-	}' "$2/truth" "$2/t.dump"
 }
 
 # run_case NAME MODE ALLOCATOR_PATTERN PROGRAM [PRELOAD]

@@ -2,7 +2,7 @@
 # memtraced follows what a service does besides allocating (BPF; root needed), at --rate 1 so
 # that counts are exact. Workloads: tests/targets/life_*.c (each waits for a go-ahead file the
 # test creates once memtraced says its probes are in place), tests/plugins/life_plugin.c.
-#  - exec: two traces (FILE and FILE.exec1.ctf), each with its own program's allocations, both
+#  - exec: two traces (FILE.exec0.ctf, then FILE: the -o path holds the last program), each with its own program's allocations, both
 #    read cleanly: with -- CMD, with -p, and with the /proc fallback watcher;
 #  - fork: without --follow-forks the parent's trace has no child allocation and no other
 #    trace is written; with it, one trace per child with exactly its allocations (none of the
@@ -70,11 +70,11 @@ exec_case() {
 		sleep 0.1
 	done
 	touch "$S/d/go-exec"
-	# the new program is traced and unwound (its waiting loop is in the new trace), then it
-	# allocates
+	# the new program is traced and unwound (its waiting loop is in the new trace, at the -o
+	# path: the old program's moved to trace.exec0.ctf), then it allocates
 	local seen=no
 	for _ in $(seq 300); do
-		"$DUMP" "$S/trace.exec1.ctf" 2>/dev/null | grep -q ' alloc id=.*waiting_site$' && { seen=yes; break; }
+		"$DUMP" "$S/trace.ctf" 2>/dev/null | grep -q  ' alloc id=.*waiting_site$' && { seen=yes; break; }
 		sleep 0.1
 	done
 	touch "$S/d/go-after"
@@ -84,26 +84,26 @@ exec_case() {
 	sed 's/^/# /' "$S/err" | cut -c1-600
 	local ok=yes why=""
 	[ "$mrc" = 0 ] || { ok=no; why="memtraced exit $mrc;"; }
-	for f in trace.ctf trace.exec1.ctf; do
+	for f in trace.exec0.ctf trace.ctf; do
 		"$DUMP" "$S/$f" >"$S/$f.dump" 2>"$S/$f.derr" || { ok=no; why="$why $f unreadable: $(head -c 200 "$S/$f.derr");"; }
 	done
 	if [ $ok = yes ]; then pass "${name}_two_traces_read_cleanly"; else fail "${name}_two_traces_read_cleanly" "$why"; fi
 	local b1 a1 b2 a2 c2
-	b1=$(site_allocs "$S/trace.ctf.dump" before_exec_site); a1=$(site_allocs "$S/trace.ctf.dump" after_exec_site)
-	b2=$(site_allocs "$S/trace.exec1.ctf.dump" before_exec_site); a2=$(site_allocs "$S/trace.exec1.ctf.dump" after_exec_site)
-	c2=$(site_collects "$S/trace.exec1.ctf.dump" after_exec_site)
+	b1=$(site_allocs "$S/trace.exec0.ctf.dump" before_exec_site); a1=$(site_allocs "$S/trace.exec0.ctf.dump" after_exec_site)
+	b2=$(site_allocs "$S/trace.ctf.dump" before_exec_site); a2=$(site_allocs "$S/trace.ctf.dump" after_exec_site)
+	c2=$(site_collects "$S/trace.ctf.dump" after_exec_site)
 	echo "# $name: first trace $b1 before_exec_site / $a1 after_exec_site; second $b2 / $a2 ($c2 freed)"
 	if [ "$b1" = 100 ] && [ "$a1" = 0 ]; then pass "${name}_first_trace_old_program_exact"
 	else fail "${name}_first_trace_old_program_exact" "before_exec_site $b1 (truth 100), after_exec_site $a1 (truth 0)"; fi
 	# the new program's waiting loop before the exec was seen: never in the old trace, except
 	# with the /proc fallback, which sees the exec late (documented)
 	local w1
-	w1=$(site_allocs "$S/trace.ctf.dump" waiting_site)
+	w1=$(site_allocs "$S/trace.exec0.ctf.dump" waiting_site)
 	[[ "$*" == *MEMTRACED_LIFECYCLE=proc* ]] && w1=0
 	if [ "$a2" = 50 ] && [ "$c2" = 25 ] && [ "$b2" = 0 ] && [ "$w1" = 0 ]; then pass "${name}_second_trace_new_program_exact"
 	else fail "${name}_second_trace_new_program_exact" "after_exec_site $a2 (truth 50), freed $c2 (25), before_exec_site $b2 (0), new program's waiting_site in the old trace $w1 (0)"; fi
-	if grep -q '^info executable_name=".*life_exec"$' "$S/trace.ctf.dump" &&
-		grep -q '^info executable_name=".*life_exec_after"$' "$S/trace.exec1.ctf.dump"; then
+	if grep -q '^info executable_name=".*life_exec"$' "$S/trace.exec0.ctf.dump" &&
+		grep -q '^info executable_name=".*life_exec_after"$' "$S/trace.ctf.dump"; then
 		pass "${name}_traces_name_their_program"
 	else fail "${name}_traces_name_their_program" "$(grep -h executable_name "$S"/*.dump | tr '\n' ' ')"; fi
 }
@@ -130,7 +130,7 @@ exec_chain_case() {
 	done
 	touch "$S/d/go-exec"
 	for _ in $(seq 300); do
-		for f in "$S"/trace.exec*.ctf; do
+		for f in "$S"/trace*.ctf; do
 			[ -e "$f" ] && "$DUMP" "$f" 2>/dev/null | grep -q ' alloc id=.*waiting_site$' && seen=yes
 		done
 		[ $seen = yes ] && break
@@ -148,7 +148,7 @@ exec_chain_case() {
 	[ "$mrc" = 0 ] || { ok=no; why="memtraced exit $mrc; $why"; }
 	if [ $ok = yes ]; then pass exec_chain_traces_read_cleanly; else fail exec_chain_traces_read_cleanly "$why"; fi
 	local b1 a2 c2 b2 n
-	b1=$(site_allocs "$S/trace.ctf.dump" before_exec_site)
+	b1=$(site_allocs "$S/trace.exec0.ctf.dump" before_exec_site)
 	last=$(echo $last) # the names, space-separated, none leading
 	n=$(echo $last | wc -w)
 	if [ "$n" = 1 ]; then
@@ -159,6 +159,8 @@ exec_chain_case() {
 	if [ "$b1" = 100 ] && [ "$n" = 1 ] && [ "$a2" = 50 ] && [ "$c2" = 25 ] && [ "$b2" = 0 ]; then
 		pass exec_chain_last_program_exact
 	else fail exec_chain_last_program_exact "first trace before_exec_site $b1 (100); traces naming life_exec_after $n (1): after_exec_site ${a2:-?} (50), freed ${c2:-?} (25), before_exec_site ${b2:-?} (0)"; fi
+	if [ "$last" = "$S/trace.ctf" ]; then pass exec_chain_last_program_at_the_o_path
+	else fail exec_chain_last_program_at_the_o_path "life_exec_after's trace is '$last', not trace.ctf"; fi
 }
 exec_chain_case
 

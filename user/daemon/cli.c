@@ -30,7 +30,11 @@ void cli_usage(FILE *out)
 		"  -q, --quiet          no status messages (errors and the final summary only)\n"
 		"      --follow-forks   trace each new process the target forks into its own trace\n"
 		"                       (-o needs %%p then; default memtrace-CHILDPID.ctf). An exec is\n"
-		"                       always followed, into FILE with .execN before its .ctf\n"
+		"                       always followed: the last program's trace is FILE, the ones\n"
+		"                       before it FILE with .execN (N execs before it) before .ctf\n"
+		"      --hold-exec      -p: hold the process (ptrace) at each exec until the new\n"
+		"                       program's probes are in place, so nothing it allocates is\n"
+		"                       missed (-- CMD is always held so)\n"
 		"      --snapshot-dir DIR       write heap snapshots (live sampled blocks) into DIR:\n"
 		"                               memtrace-PID-SEQ.ctf and memtrace-PID-SEQ.folded, on\n"
 		"                               SIGUSR1 and when tracing ends\n"
@@ -132,7 +136,8 @@ int cli_exec_output_path(const char *base, unsigned n, char *buf, size_t len)
 }
 
 enum { OPT_PROBE_FLOOR = 256, OPT_STACK_BYTES, OPT_NO_STATUS, OPT_TOP, OPT_TOP_INTERVAL, OPT_TOP_BY,
-       OPT_SNAP_DIR, OPT_SNAP_INTERVAL, OPT_SNAP_KEEP, OPT_FILE_MODE, OPT_FOLLOW_FORKS };
+       OPT_SNAP_DIR, OPT_SNAP_INTERVAL, OPT_SNAP_KEEP, OPT_FILE_MODE, OPT_FOLLOW_FORKS,
+       OPT_HOLD_EXEC };
 
 /* Which options were given, for the checks across options. */
 struct cli_seen {
@@ -158,6 +163,7 @@ static const struct option longopts[] = {
 	{"top-interval", required_argument, NULL, OPT_TOP_INTERVAL},
 	{"top-by", required_argument, NULL, OPT_TOP_BY},
 	{"follow-forks", no_argument, NULL, OPT_FOLLOW_FORKS},
+	{"hold-exec", no_argument, NULL, OPT_HOLD_EXEC},
 	{NULL, 0, NULL, 0},
 };
 
@@ -275,6 +281,7 @@ static enum cli_result parse_option(int c, char **argv, struct cli_opts *o, stru
 	case OPT_NO_STATUS: o->no_status = true; return CLI_OK;
 	case OPT_TOP: o->top = true; return CLI_OK;
 	case OPT_FOLLOW_FORKS: o->follow_forks = true; return CLI_OK;
+	case OPT_HOLD_EXEC: o->hold_exec = true; return CLI_OK;
 	case ':':
 		set_err(err, errlen, "option '%s' needs a value", argv[optind - 1]);
 		return CLI_ERROR;

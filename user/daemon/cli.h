@@ -36,6 +36,8 @@ struct cli_opts {
 	unsigned snapshot_keep;    /* --snapshot-keep N; 0 = keep all */
 	unsigned file_mode;        /* --file-mode MODE: trace and snapshot files (default 0600) */
 	bool follow_forks;         /* --follow-forks: trace forked processes too, each on its own */
+	bool hold_exec;            /* --hold-exec (-p): ptrace-hold the process at each exec until the
+				      new program's probes are in place (-- CMD always is) */
 };
 
 #define CLI_DEFAULT_FILE_MODE 0600

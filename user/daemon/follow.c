@@ -3,6 +3,7 @@
  * dlopen'ed allocator gets probes. */
 #include "targets.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,23 @@ static bool resolve_exec_chain(struct targets *ts, struct target *n, unsigned *s
 	return ok;
 }
 
+/* The trace at the -o path is the last program's: the trace of the program before (t, still
+ * being written through its fd) moves aside to FILE.execN.ctf, N the number of execs before it.
+ * Returns false when it cannot: then the new program's trace gets the numbered name. */
+static bool move_trace_aside(struct targets *ts, struct target *t)
+{
+	if (ts->o->no_trace || ts->o->probe_floor || t->out_fd < 0) return true;
+	char aside[4096];
+	if (cli_exec_output_path(t->base_path, t->execs, aside, sizeof aside) < 0) return false;
+	if (rename(t->out_path, aside) < 0) {
+		msg_warn("PID %d: cannot move %s to %s: %s", (int)t->pid, t->out_path, aside,
+			 strerror(errno));
+		return false;
+	}
+	snprintf(t->out_path, sizeof t->out_path, "%s", aside);
+	return true;
+}
+
 /* t exec'd a new program: its trace ends, a new session follows the new program into
  * FILE.execN.ctf (same snapshotter). The new session is attached before the old one detaches:
  * records stamped after the exec go to the new one only (see session_opts.exec_time). */
@@ -74,10 +92,29 @@ static void follow_exec(struct targets *ts, struct target *t, uint64_t exec_ns)
 		return;
 	}
 	n->our_child = t->our_child;
+	n->hold = t->hold;
 	snprintf(n->base_path, sizeof n->base_path, "%s", t->base_path);
 	unsigned skipped = 0;
-	bool ok = resolve_exec_chain(ts, n, &skipped, err, sizeof err);
+	bool ok;
+	/* Prepared while the process was held at this exec (exec_prep.h): one per exec, in order. */
+	struct exec_prepared *pe = t->hold ? exec_prep_take(ts->prep, t->pid, 2000) : NULL;
+	if (pe) {
+		snprintf(n->exe, sizeof n->exe, "%s", pe->exe);
+		n->sites = pe->sites;
+		n->begun = pe->s;
+		pe->s = NULL;
+		ok = n->begun != NULL;
+		if (!ok) snprintf(err, sizeof err, "%s", pe->err);
+	} else {
+		ok = resolve_exec_chain(ts, n, &skipped, err, sizeof err);
+	}
 	n->execs = t->execs + 1 + skipped;
+	if (ok && !move_trace_aside(ts, t) &&
+	    cli_exec_output_path(n->base_path, n->execs, n->out_path, sizeof n->out_path) < 0) {
+		snprintf(err, sizeof err, "the trace file name is too long");
+		ok = false;
+	}
+	if (ok && !n->out_path[0]) snprintf(n->out_path, sizeof n->out_path, "%s", n->base_path);
 	if (skipped)
 		msg_note("PID %d exec'd %u program%s gone before %s could be followed: not traced",
 			 (int)t->pid, skipped, skipped > 1 ? "s" : "", skipped > 1 ? "they" : "it");
@@ -92,6 +129,9 @@ static void follow_exec(struct targets *ts, struct target *t, uint64_t exec_ns)
 	 * exec late, and the new program may be gone before its first record is read. */
 	bool early = !lifecycle_uses_bpf(ts->lc) && sites_mapped(n->pid, &n->sites);
 	if (ok && target_start_session(ts, n, !early, err, sizeof err) < 0) ok = false;
+	if (n->begun) session_close(n->begun); /* not taken over */
+	n->begun = NULL;
+	exec_prepared_free(pe); /* its exit hook is set now: the exit gate opens */
 	if (!ok) n->snap = NULL;
 	target_finish(ts, t, FINISH_EXEC, ok ? &n->snap : NULL);
 	n->pidfd = t->pidfd;
@@ -119,6 +159,8 @@ static void follow_fork(struct targets *ts, pid_t parent, pid_t child)
 		msg_error("out of memory, not following PID %d", (int)child);
 		return;
 	}
+	struct target *p = targets_find_active(ts, parent);
+	n->hold = p ? p->hold : NULL; /* held at its start by its parent's hold */
 	bool ok = target_check_pid(child, err, sizeof err) == 0;
 	if (ok) {
 		target_exe_path(child, n->exe, sizeof n->exe);
@@ -172,6 +214,11 @@ static void follow_dlopen(struct target *t)
 void targets_follow_lifecycle(struct targets *ts)
 {
 	if (!ts->lc) return;
+	/* A process held at an exec or at its start (hold.h) was announced by the lifecycle
+	 * watcher before it stopped: the events below follow it, then it is let go. */
+	struct hold_event held[CLI_MAX_PIDS];
+	bool is_held[CLI_MAX_PIDS];
+	for (int i = 0; i < ts->nholds; i++) is_held[i] = hold_pending(ts->holds[i], &held[i]);
 	lifecycle_drain(ts->lc);
 	struct lifecycle_event ev;
 	while (lifecycle_next(ts->lc, &ev)) {
@@ -184,4 +231,6 @@ void targets_follow_lifecycle(struct targets *ts)
 	/* coalesced: ld.so announces each dlopen twice (before and after mapping) */
 	for (int i = 0; i < ts->n; i++)
 		if (ts->t[i]->active && ts->t[i]->dlopen_pending) follow_dlopen(ts->t[i]);
+	for (int i = 0; i < ts->nholds; i++)
+		if (is_held[i]) hold_release(ts->holds[i], held[i].pid);
 }

@@ -18,13 +18,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "common/msg.h"
 #include "output/trace_out.h"
 #include "status.h"
 #include "targets.h"
+#include "tracer/tracer.h"
 
 #define POLL_MS 100
 #define MIN_POLL_MS 10
@@ -50,6 +53,16 @@ static void install_signals(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
+/* A set-uid program under ptrace: the kernel grants the set-uid only to a privileged tracer. */
+static void warn_if_setuid(const char *exe)
+{
+	struct stat st;
+	if (stat(exe, &st) < 0 || !(st.st_mode & (S_ISUID | S_ISGID))) return;
+	msg_warn("%s is a set-%cid program: it runs under memtraced's ptrace (as root, memtraced lets "
+		 "the kernel grant its set-%cid; it shows memtraced as its TracerPid)", exe,
+		 st.st_mode & S_ISUID ? 'u' : 'g', st.st_mode & S_ISUID ? 'u' : 'g');
+}
+
 /* -- CMD: forks the command, held before its exec, and finds the allocator it will bind to.
  * 0, or an exit status (message printed). */
 static int setup_command(struct targets *ts, struct spawned *sp)
@@ -63,9 +76,15 @@ static int setup_command(struct targets *ts, struct spawned *sp)
 	}
 	t->pid = sp->pid;
 	t->our_child = true;
-	ts->child_watch = exit_watch_start(sp->pid, err, sizeof err);
-	if (!ts->child_watch) /* traced as before: a command of a few ms may get no stacks */
-		msg_warn("%s", err);
+	warn_if_setuid(sp->exe);
+	/* held at its exit (a command of a few ms still gets its stacks), at each exec and, with
+	 * --follow-forks, each child at its start, until their probes are in place */
+	struct hold_opts ho = {.exit = true, .exec = !ts->o->probe_floor,
+			       .forks = ts->o->follow_forks && !ts->o->probe_floor};
+	t->hold = hold_start(sp->pid, &ho, err, sizeof err);
+	if (t->hold) ts->hold_pids[ts->nholds] = t->pid, ts->holds[ts->nholds++] = t->hold;
+	else msg_warn("%s: traced without holding it: what it runs after an exec may be missed at first",
+		      err);
 	if (!realpath(sp->exe, t->exe)) snprintf(t->exe, sizeof t->exe, "%s", sp->exe);
 	if (alloc_sites_for_exec(sp->exe, t->pid, &t->sites, err, sizeof err) < 0) {
 		msg_error("cannot find the allocator of '%s': %s", sp->exe, err);
@@ -85,26 +104,35 @@ static int setup_pids(struct targets *ts)
 			return 1;
 		}
 		target_exe_path(t->pid, t->exe, sizeof t->exe);
-		if (alloc_sites_for_pid(t->pid, &t->sites, err, sizeof err) < 0) {
+		/* a process that has just started may not have loaded its libraries yet: its
+		 * ld.so is still at work for a few ms (for 1 s at most, we look again) */
+		int rc;
+		for (int tries = 0; (rc = alloc_sites_for_pid(t->pid, &t->sites, err, sizeof err)) < 0 &&
+				    tries < 50 && target_check_pid(t->pid, NULL, 0) == 0; tries++)
+			usleep(20000);
+		if (rc < 0) {
 			msg_error("cannot find the allocator of PID %d: %s", (int)t->pid, err);
 			return 1;
 		}
+		if (!ts->o->hold_exec || ts->o->probe_floor) continue;
+		struct hold_opts ho = {.exec = true, .forks = ts->o->follow_forks, .running = true};
+		t->hold = hold_start(t->pid, &ho, err, sizeof err);
+		if (!t->hold) {
+			msg_error("--hold-exec: %s", err);
+			return 1;
+		}
+		ts->hold_pids[ts->nholds] = t->pid;
+		ts->holds[ts->nholds++] = t->hold;
 	}
 	return 0;
 }
 
-/* The lifecycle watcher, the outputs and the sessions of the initial targets. 0, or an exit
- * status (message printed); *lc_note says why the BPF watcher could not load. */
+/* The outputs and the sessions of the initial targets, then the lifecycle watcher (after the
+ * probes are live: loading it takes tens of ms). 0, or an exit status (message printed);
+ * *lc_note says why the BPF watcher could not load. */
 static int start_tracing(struct targets *ts, bool spawn, char *lc_note, size_t notelen)
 {
 	char err[1024] = "";
-	if (!ts->o->probe_floor) { /* exec, fork and dlopen (not in the benchmarks' probe floor) */
-		ts->lc = lifecycle_open(ts->o->follow_forks, lc_note, notelen);
-		if (!ts->lc) {
-			msg_error("out of memory");
-			return 1;
-		}
-	}
 	for (int i = 0; i < ts->n; i++) {
 		int rc = target_prepare_outputs(ts, ts->t[i]);
 		if (rc) return rc;
@@ -114,6 +142,14 @@ static int start_tracing(struct targets *ts, bool spawn, char *lc_note, size_t n
 			msg_error("%s", err);
 			return 1;
 		}
+	}
+	if (!ts->o->probe_floor) { /* exec, fork and dlopen (not in the benchmarks' probe floor) */
+		ts->lc = lifecycle_open(ts->o->follow_forks, lc_note, notelen);
+		if (!ts->lc) {
+			msg_error("out of memory");
+			return 1;
+		}
+		for (int i = 0; i < ts->n; i++) target_use_lifecycle(ts, ts->t[i]);
 	}
 	return 0;
 }
@@ -127,22 +163,31 @@ static void abort_tracing(struct targets *ts, struct spawned *sp)
 	ts->lc = NULL;
 }
 
-/* The probes are in place: lets the command run (or watches the PIDs' exits) and starts
- * watching exec, fork and dlopen. */
+/* The probes are in place: lets the command run (or watches the PIDs' exits), watching exec,
+ * fork and dlopen first: a command held before its exec gets its dlopen probe before it runs
+ * (its ld.so is, in all likelihood, the file ours maps, probed for its pid as it maps it), so
+ * a dlopen in its first milliseconds is not missed. */
 static void let_targets_run(struct targets *ts, struct spawned *sp, bool spawn)
 {
 	char err[1024] = "";
-	if (spawn) {
-		if (target_release(sp, err, sizeof err) < 0) msg_error("%s", err); /* exits 127/126 */
-		else session_target_started(ts->t[0]->s);
-	} else {
-		for (int i = 0; i < ts->n; i++) ts->t[i]->pidfd = target_pidfd(ts->t[i]->pid);
-	}
-	/* after the command's own exec (-- CMD): only later execs are new programs */
 	for (int i = 0; i < ts->n && ts->lc; i++) {
 		char note[512] = "";
 		lifecycle_watch(ts->lc, ts->t[i]->pid, note, sizeof note);
 		if (note[0]) msg_note("%s", note);
+	}
+	if (spawn) {
+		if (target_release(sp, err, sizeof err) < 0) msg_error("%s", err); /* exits 127/126 */
+		else session_target_started(ts->t[0]->s);
+		/* the command's own exec is not a new program (its event is queued: the release
+		 * returns once the exec succeeded); the watch renewed for its image */
+		if (ts->lc) {
+			char note[512] = "";
+			lifecycle_take_exec(ts->lc, sp->pid);
+			lifecycle_watch(ts->lc, sp->pid, note, sizeof note);
+			if (note[0]) msg_note("%s", note);
+		}
+	} else {
+		for (int i = 0; i < ts->n; i++) ts->t[i]->pidfd = target_pidfd(ts->t[i]->pid);
 	}
 }
 
@@ -244,10 +289,11 @@ static bool trace_until_done(struct targets *ts, struct status_view *view, bool 
  * SIGTERM on. */
 static int wait_command(struct targets *ts, pid_t pid, bool exited, int wstatus)
 {
+	struct hold *h = ts->nholds ? ts->holds[0] : NULL;
 	if (stop_signal == SIGTERM && !exited) kill(pid, SIGTERM); /* pass it on */
-	if (!exited && ts->child_watch) {
+	if (!exited && h) {
 		if (stop_signal == SIGTERM) stop_signal = 0; /* passed on just above */
-		while (!exit_watch_exited(ts->child_watch, &wstatus, 100)) {
+		while (!hold_exited(h, &wstatus, 100)) {
 			if (stop_signal == SIGTERM) {
 				kill(pid, SIGTERM);
 				stop_signal = 0; /* a new SIGTERM is passed on again */
@@ -262,9 +308,40 @@ static int wait_command(struct targets *ts, pid_t pid, bool exited, int wstatus)
 			if (stop_signal == SIGTERM) kill(pid, SIGTERM);
 		}
 	}
-	exit_watch_free(ts->child_watch);
-	ts->child_watch = NULL;
 	return target_exit_status(wstatus);
+}
+
+/* Execs of held processes are prepared on the holds' threads (exec_prep.h). Called after
+ * start_tracing made the lifecycle watcher (no exec follows in the probe floor). */
+static void prepare_execs(struct targets *ts)
+{
+	struct tracer_opts to = {.rate = ts->o->rate, .stack_bytes = ts->o->stack_bytes};
+	ts->prep = exec_prep_new(&to);
+	for (int i = 0; ts->prep && i < ts->n; i++) /* muted at their exec */
+		if (ts->t[i]->hold && ts->t[i]->s) exec_prep_watch(ts->prep, ts->t[i]->pid, ts->t[i]->s);
+	for (int i = 0; ts->prep && i < ts->nholds; i++) {
+		hold_set_exec_fn(ts->holds[i], exec_prep_on_exec, exec_prep_after_exec, ts->prep);
+		/* ready for the first exec (for -- CMD: before the command runs) */
+		exec_prep_refill(ts->prep, ts->hold_pids[i]);
+		hold_set_exit_gate(ts->holds[i], exec_prep_pending, ts->prep);
+	}
+}
+
+/* The processes are let go (-p --hold-exec: detached, they run on); how long they were held. */
+static void release_holds(struct targets *ts)
+{
+	for (int i = 0; i < ts->nholds; i++) {
+		double total, max;
+		unsigned n;
+		hold_stats(ts->holds[i], &total, &max, &n);
+		if (n)
+			msg_info("PID %d: held %u time%s at an exec or a fork until the probes were in "
+				 "place: %.1f ms in all, %.1f ms at most", (int)ts->hold_pids[i], n,
+				 n > 1 ? "s" : "", total, max);
+		hold_free(ts->holds[i]);
+		ts->holds[i] = NULL;
+	}
+	ts->nholds = 0;
 }
 
 /* Options, privileges and the live view: an exit status, or -1 to go on. */
@@ -303,11 +380,14 @@ int main(int argc, char **argv)
 	/* static: what it holds stays reachable on early error exits (LeakSanitizer) */
 	static struct targets ts;
 	ts.o = &o;
+	ts.start_ns = trace_out_mono_now_ns();
 	for (int i = 0; i < (spawn ? 1 : o.npids); i++) {
-		if (!targets_add(&ts, spawn ? -1 : o.pids[i])) {
+		struct target *t = targets_add(&ts, spawn ? -1 : o.pids[i]);
+		if (!t) {
 			msg_error("out of memory");
 			return 1;
 		}
+		t->initial = true;
 	}
 	struct spawned sp = {.pid = -1, .go_fd = -1, .err_fd = -1};
 	rc = spawn ? setup_command(&ts, &sp) : setup_pids(&ts);
@@ -319,9 +399,12 @@ int main(int argc, char **argv)
 	if (!rc) rc = start_tracing(&ts, spawn, lc_note, sizeof lc_note);
 	if (rc) {
 		abort_tracing(&ts, &sp);
+		release_holds(&ts);
+		exec_prep_free(ts.prep);
 		return rc;
 	}
 	if (lc_note[0]) msg_note("%s", lc_note);
+	if (ts.nholds && ts.lc) prepare_execs(&ts);
 	if (o.follow_forks && ts.lc && !lifecycle_uses_bpf(ts.lc))
 		msg_warn("--follow-forks needs the BPF lifecycle watcher: forks are not followed");
 	let_targets_run(&ts, &sp, spawn);
@@ -329,8 +412,13 @@ int main(int argc, char **argv)
 	int wstatus = 0;
 	bool exited = false;
 	bool all_ok = trace_until_done(&ts, view, &exited, &wstatus);
+	targets_print_traces(&ts);
+	rc = spawn ? wait_command(&ts, sp.pid, exited, wstatus) : all_ok ? 0 : 1;
+	release_holds(&ts);
+	exec_prep_free(ts.prep);
+	tracer_close_wait();
 	free(ts.t);
+	free(ts.traces);
 	lifecycle_close(ts.lc);
-	if (!spawn) return all_ok ? 0 : 1;
-	return wait_command(&ts, sp.pid, exited, wstatus);
+	return rc;
 }

@@ -13,6 +13,7 @@
 
 #include "common/msg.h"
 #include "output/snapshot.h"
+#include "output/trace_out.h"
 
 struct target *targets_add(struct targets *ts, pid_t pid)
 {
@@ -99,8 +100,8 @@ int target_prepare_outputs(struct targets *ts, struct target *t)
 			return 2;
 		}
 	}
-	if (t->execs ? cli_exec_output_path(t->base_path, t->execs, t->out_path, sizeof t->out_path)
-		     : cli_output_path(o, t->pid, t->out_path, sizeof t->out_path)) {
+	/* an exec'd program's path is chosen by follow_exec (the -o path, the last program's) */
+	if (!t->out_path[0] && cli_output_path(o, t->pid, t->out_path, sizeof t->out_path)) {
 		msg_error("the trace file name is too long");
 		return 2;
 	}
@@ -128,9 +129,14 @@ static void say_tracing(const struct targets *ts, const struct target *t)
 	if (o->probe_floor) snprintf(what, sizeof what, "probe floor: no trace");
 	else if (o->no_trace) snprintf(what, sizeof what, "no trace");
 	else snprintf(what, sizeof what, "trace %s", t->out_path);
-	msg_info("tracing PID %d (%s), allocator %s, rate %g, %s%s%s", (int)t->pid,
+	char attached[64] = "";
+	if (t->initial) /* from memtraced's start to the probes in place */
+		snprintf(attached, sizeof attached, ", attached in %.1f ms",
+			 (trace_out_mono_now_ns() - ts->start_ns) / 1e6);
+	msg_info("tracing PID %d (%s), allocator %s, rate %g, %s%s%s%s", (int)t->pid,
 		 t->exe[0] ? t->exe : "?", t->sites.allocator[0] ? t->sites.allocator : "unknown",
-		 o->rate, what, t->snap ? ", snapshots in " : "", t->snap ? snapshot_dir(t->snap) : "");
+		 o->rate, what, t->snap ? ", snapshots in " : "", t->snap ? snapshot_dir(t->snap) : "",
+		 attached);
 	if (t->sites.notes[0]) msg_note("%s", t->sites.notes);
 }
 
@@ -143,18 +149,33 @@ int target_start_session(struct targets *ts, struct target *t, bool before_exec,
 		.out_fd = t->out_fd, .no_trace = o->no_trace, .trace_optional = t->snap != NULL,
 		.executable = t->exe, .sites = &t->sites, .spawned = before_exec,
 		.exec_time = ts->lc ? exec_time_of : NULL, .exec_ctx = ts->lc};
-	t->s = session_open(&so, err, errlen);
+	if (t->begun) { /* prepared while the process was held at its exec */
+		t->s = t->begun;
+		t->begun = NULL;
+		if (session_start_trace(t->s, &so, err, errlen) < 0) {
+			session_close(t->s);
+			t->s = NULL;
+		}
+	} else {
+		t->s = session_open(&so, err, errlen);
+	}
 	if (!t->s) return -1;
+	if (t->hold) exec_prep_watch(ts->prep, t->pid, t->s); /* muted at its exec */
 	t->active = true;
 	t->ok = true;
-	if (t->our_child) exit_watch_set_hook(ts->child_watch, child_exiting, t->s);
+	if (t->hold) hold_set_exit_hook(t->hold, t->pid, child_exiting, t->s);
 	say_tracing(ts, t);
 	return 0;
 }
 
+void target_use_lifecycle(struct targets *ts, struct target *t)
+{
+	if (t->s && ts->lc) session_set_exec_clock(t->s, exec_time_of, ts->lc);
+}
+
 bool target_has_exited(const struct targets *ts, const struct target *t, int *wstatus)
 {
-	if (t->our_child && ts->child_watch) return exit_watch_exited(ts->child_watch, wstatus, 0);
+	if (t->our_child && t->hold) return hold_exited(t->hold, wstatus, 0);
 	if (t->our_child) {
 		pid_t r = waitpid(t->pid, wstatus, WNOHANG);
 		return r == t->pid || (r < 0 && errno == ECHILD);
@@ -180,7 +201,8 @@ void target_snapshot(struct target *t, bool say_it)
 
 void target_release_outputs(struct targets *ts, struct target *t, bool remove_output)
 {
-	if (t->s && t->our_child) exit_watch_clear_hook(ts->child_watch, t->s);
+	if (t->s) exec_prep_unwatch(ts->prep, t->s);
+	if (t->s && t->hold) hold_clear_exit_hook(t->hold, t->s);
 	if (t->s) session_close(t->s);
 	t->s = NULL;
 	if (t->out_fd >= 0) {
@@ -195,6 +217,50 @@ void target_release_outputs(struct targets *ts, struct target *t, bool remove_ou
 	t->snap = NULL;
 	if (t->pidfd >= 0) close(t->pidfd);
 	t->pidfd = -1;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return slash ? slash + 1 : path;
+}
+
+/* Keeps the trace of t for the final list; the trace of a program that exec'd another one
+ * without a single sample is not left behind. */
+static void note_trace(struct targets *ts, struct target *t, enum finish_why why)
+{
+	if (ts->o->no_trace || ts->o->probe_floor || t->out_fd < 0) return;
+	struct session_totals tot;
+	session_get_totals(t->s, &tot);
+	if (why == FINISH_EXEC && tot.written_allocs == 0) {
+		if (unlink(t->out_path) == 0)
+			msg_info("PID %d: %s allocated nothing sampled: its trace %s is not kept", (int)t->pid,
+				 t->exe[0] ? base_name(t->exe) : "?", t->out_path);
+		return;
+	}
+	if (ts->ntraces == ts->traces_cap) {
+		int cap = ts->traces_cap ? 2 * ts->traces_cap : 8;
+		struct trace_record *grown = realloc(ts->traces, (size_t)cap * sizeof *grown);
+		if (!grown) return;
+		ts->traces = grown;
+		ts->traces_cap = cap;
+	}
+	struct trace_record *r = &ts->traces[ts->ntraces++];
+	r->pid = t->pid;
+	r->samples = tot.written_allocs;
+	snprintf(r->path, sizeof r->path, "%s", t->out_path);
+	snprintf(r->program, sizeof r->program, "%.255s", t->exe[0] ? base_name(t->exe) : "?");
+}
+
+void targets_print_traces(const struct targets *ts)
+{
+	if (ts->ntraces < 2) return; /* one trace: the summary named it */
+	for (int i = 0; i < ts->ntraces; i++) {
+		const struct trace_record *r = &ts->traces[i];
+		/* an exec renames the trace of the program before: say where it is now */
+		msg_say("trace %s: PID %d, %s, %llu samples", r->path, (int)r->pid, r->program,
+			(unsigned long long)r->samples);
+	}
 }
 
 static void say_why(const struct targets *ts, const struct target *t, enum finish_why why)
@@ -225,11 +291,13 @@ void target_finish(struct targets *ts, struct target *t, enum finish_why why,
 	bool error = why == FINISH_ERROR;
 	if (error) msg_error("PID %d: %s", (int)t->pid, session_error(t->s));
 	say_why(ts, t, why);
-	if (t->our_child) exit_watch_clear_hook(ts->child_watch, t->s); /* the final drain follows */
+	if (t->hold) hold_clear_exit_hook(t->hold, t->s); /* the final drain follows */
+	exec_prep_unwatch(ts->prep, t->s);
 	t->ok = session_finish(t->s) == 0 && !error;
 	if (!t->ok && !error) msg_error("%s", session_error(t->s));
 	target_snapshot(t, false); /* the heap at the end, after the final drain and reconcile */
 	session_print_summary(t->s, msg_stream(), o->no_trace || o->probe_floor ? NULL : t->out_path);
+	note_trace(ts, t, why);
 	if (t->snap)
 		msg_say("PID %d: %llu snapshots written, %llu failed, in %s", (int)t->pid,
 			(unsigned long long)snapshot_written(t->snap),
@@ -238,5 +306,6 @@ void target_finish(struct targets *ts, struct target *t, enum finish_why why,
 		*keep_snap = t->snap;
 		t->snap = NULL;
 	}
+	if (why != FINISH_EXEC) exec_prep_forget(ts->prep, t->pid); /* the process is done */
 	target_release_outputs(ts, t, false);
 }

@@ -8,6 +8,8 @@
 #include <sys/types.h>
 
 #include "cli.h"
+#include "exec_prep.h"
+#include "process/hold.h"
 #include "process/lifecycle.h"
 #include "process/session.h"
 #include "process/target.h"
@@ -28,6 +30,18 @@ struct target {
 	unsigned execs; /* programs exec'd since tracing began (the N of .execN) */
 	char base_path[4096]; /* the trace path of the first program (before .execN) */
 	bool dlopen_pending;  /* the link map changed: look for new allocators */
+	struct hold *hold;    /* the ptrace hold this process is under (-- CMD, --hold-exec), or
+				 NULL; borrowed from struct targets */
+	bool initial;         /* one of the processes named on the command line */
+	struct session *begun; /* begun already (an exec prepared while held): its trace starts */
+};
+
+/* A trace file of a chain of programs (exec), for the final list. */
+struct trace_record {
+	pid_t pid;
+	char path[4096];
+	char program[256];
+	uint64_t samples;
 };
 
 struct targets {
@@ -35,8 +49,14 @@ struct targets {
 	int n, cap;
 	const struct cli_opts *o;
 	struct lifecycle *lc;            /* exec, fork, dlopen watcher; NULL in the probe floor */
-	struct exit_watch *child_watch;  /* -- CMD: holds the command at its exit */
+	struct hold *holds[CLI_MAX_PIDS]; /* -- CMD (one) or -p --hold-exec (one per PID): owned */
+	pid_t hold_pids[CLI_MAX_PIDS];    /* the process each one was started on */
+	int nholds;
 	int stop_signal;                 /* the signal that ends tracing, for the message */
+	uint64_t start_ns;               /* CLOCK_MONOTONIC at memtraced's start (attach time) */
+	struct exec_prep *prep;          /* execs prepared on the holds' threads (exec_prep.h) */
+	struct trace_record *traces;     /* the trace files written, for the final list */
+	int ntraces, traces_cap;
 };
 
 /* Why tracing of a target ends (the message and the summary follow from it). */
@@ -56,6 +76,8 @@ int target_prepare_outputs(struct targets *ts, struct target *t);
  * not run yet (its unwinder is prepared at its first record). 0, or -1 with a message in err. */
 int target_start_session(struct targets *ts, struct target *t, bool before_exec, char *err,
 			 size_t errlen);
+/* The lifecycle watcher opened after t's session: t's session asks it for exec times now. */
+void target_use_lifecycle(struct targets *ts, struct target *t);
 /* Has t exited? Our child is reaped, its status stored in *wstatus. */
 bool target_has_exited(const struct targets *ts, const struct target *t, int *wstatus);
 /* One snapshot of t; a failure is reported here and tracing goes on. */
@@ -67,6 +89,10 @@ void target_finish(struct targets *ts, struct target *t, enum finish_why why,
 /* Frees what was prepared for t (nothing attached, or the session finished already);
  * remove_output: the trace file is deleted (nothing was traced into it). */
 void target_release_outputs(struct targets *ts, struct target *t, bool remove_output);
+
+/* The final list of trace files, with each one's program and samples (when a process exec'd:
+ * several programs, several traces). */
+void targets_print_traces(const struct targets *ts);
 
 /* follow.c: acts on what the traced processes did since the last call (exec, fork, dlopen). */
 void targets_follow_lifecycle(struct targets *ts);

@@ -23,6 +23,8 @@ struct watched {
 	int dl_tries;              /* attempts left to find its ld.so (an exec in progress has
 	                              not mapped it yet), 0: attached or given up */
 	uint64_t dl_last_try_ns;
+	dev_t dl_dev;              /* the ld.so file dl_link probes */
+	ino_t dl_ino;
 	dev_t exe_dev;             /* fallback: identity of /proc/PID/exe ... */
 	ino_t exe_ino;
 	uint64_t maps_sig;         /* ... and of the set of mapped files */
@@ -190,6 +192,17 @@ static int attach_dl(struct lifecycle *lc, struct watched *w, char *note, size_t
 		return 0;
 	}
 	w->dl_tries = 0;
+	struct stat st;
+	bool known = stat(ldso, &st) == 0;
+	/* After an exec that maps the same ld.so file the probe is still in place: it filters on
+	 * the task, whose new image the kernel probes as it maps the file (and -- CMD is probed
+	 * before its exec through the ld.so it inherits from us). Renewing it would cost two
+	 * uprobe (un)registrations, and miss a dlopen made meanwhile. */
+	if (w->dl_link && known && st.st_dev == w->dl_dev && st.st_ino == w->dl_ino) return 0;
+	bpf_link__destroy(w->dl_link);
+	w->dl_link = NULL;
+	w->dl_dev = known ? st.st_dev : 0;
+	w->dl_ino = known ? st.st_ino : 0;
 	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = "_dl_debug_state");
 	libbpf_print_fn_t old = libbpf_set_print(quiet_libbpf);
 	w->dl_link = bpf_program__attach_uprobe_opts(lc->skel->progs.on_dl_debug_state, w->pid,
@@ -233,9 +246,7 @@ int lifecycle_watch(struct lifecycle *lc, pid_t pid, char *note, size_t notelen)
 		snprintf(note, notelen, "cannot watch PID %d: %s", (int)pid, strerror(errno));
 		return -1;
 	}
-	bpf_link__destroy(w->dl_link); /* after an exec: the new image's ld.so */
-	w->dl_link = NULL;
-	w->dl_tries = DL_TRIES;
+	w->dl_tries = DL_TRIES; /* after an exec: the new image's ld.so (attach_dl keeps the same) */
 	return attach_dl(lc, w, note, notelen);
 }
 

@@ -13,7 +13,13 @@ struct record_queue {
 	struct rq_item *head, *tail;
 	size_t bytes, max_bytes, high_water;
 	bool closed;
+	bool kicked;                  /* rq_kick_all: the waiting consumer returns now */
+	struct record_queue *next_q;  /* in the list of live queues */
 };
+
+/* Every live queue, for rq_kick_all. */
+static pthread_mutex_t queues_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct record_queue *queues;
 
 struct record_queue *rq_new(size_t max_bytes)
 {
@@ -27,7 +33,23 @@ struct record_queue *rq_new(size_t max_bytes)
 	pthread_cond_init(&q->not_full, &ca);
 	pthread_condattr_destroy(&ca);
 	q->max_bytes = max_bytes;
+	pthread_mutex_lock(&queues_lock);
+	q->next_q = queues;
+	queues = q;
+	pthread_mutex_unlock(&queues_lock);
 	return q;
+}
+
+void rq_kick_all(void)
+{
+	pthread_mutex_lock(&queues_lock);
+	for (struct record_queue *q = queues; q; q = q->next_q) {
+		pthread_mutex_lock(&q->lock);
+		q->kicked = true;
+		pthread_cond_broadcast(&q->not_empty);
+		pthread_mutex_unlock(&q->lock);
+	}
+	pthread_mutex_unlock(&queues_lock);
 }
 
 void rq_free_items(struct rq_item *list)
@@ -42,6 +64,13 @@ void rq_free_items(struct rq_item *list)
 void rq_destroy(struct record_queue *q)
 {
 	if (!q) return;
+	pthread_mutex_lock(&queues_lock);
+	for (struct record_queue **p = &queues; *p; p = &(*p)->next_q)
+		if (*p == q) {
+			*p = q->next_q;
+			break;
+		}
+	pthread_mutex_unlock(&queues_lock);
 	rq_free_items(q->head);
 	pthread_cond_destroy(&q->not_empty);
 	pthread_cond_destroy(&q->not_full);
@@ -112,8 +141,9 @@ struct rq_item *rq_take_all(struct record_queue *q, int timeout_ms, bool *closed
 		until.tv_nsec -= 1000000000L;
 	}
 	pthread_mutex_lock(&q->lock);
-	while (!q->head && !q->closed && timeout_ms > 0)
+	while (!q->head && !q->closed && !q->kicked && timeout_ms > 0)
 		if (pthread_cond_timedwait(&q->not_empty, &q->lock, &until) == ETIMEDOUT) break;
+	q->kicked = false;
 	struct rq_item *list = q->head;
 	q->head = q->tail = NULL;
 	q->bytes = 0;

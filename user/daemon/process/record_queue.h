@@ -35,6 +35,9 @@ void rq_close(struct record_queue *q);
  * NULL if nothing came; *closed tells whether the producer is done and the queue empty. */
 struct rq_item *rq_take_all(struct record_queue *q, int timeout_ms, bool *closed);
 void rq_free_items(struct rq_item *list);
+/* From any thread: every consumer waiting in rq_take_all returns now (with what is queued):
+ * the main loop, which waits there, has something else to do (a process held at its exec). */
+void rq_kick_all(void);
 size_t rq_high_water(struct record_queue *q); /* most bytes ever queued */
 
 #endif

@@ -69,6 +69,7 @@ struct session {
 	bool intake_started;
 	atomic_bool intake_stop;
 	atomic_bool intake_failed;
+	atomic_bool muted;    /* session_mute: no record comes any more */
 	/* session_target_exiting (another thread) asks the intake thread for a drain */
 	pthread_mutex_t drain_lock;
 	pthread_cond_t drain_cond;
@@ -289,13 +290,15 @@ static uint64_t total_drops(const struct tracer_stats *st)
 	return st->drop_ringbuf + st->drop_map_full + st->drop_stack_copy;
 }
 
-struct session *session_open(const struct session_opts *o, char *err, size_t errlen)
+struct session *session_begin(const struct session_opts *o, char *err, size_t errlen)
 {
 	struct session *s = calloc(1, sizeof *s);
 	if (!s) {
+		tracer_close(o->tracer);
 		set_err(err, errlen, "out of memory");
 		return NULL;
 	}
+	s->tracer = o->tracer; /* ours from here on, closed by session_close */
 	pthread_mutex_init(&s->drain_lock, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -304,11 +307,7 @@ struct session *session_open(const struct session_opts *o, char *err, size_t err
 	pthread_condattr_destroy(&ca);
 	s->pid = o->pid;
 	s->floor = o->floor;
-	s->no_trace = o->no_trace && !o->floor;
-	s->trace_optional = o->trace_optional;
-	s->out_fd = o->floor || o->no_trace ? -1 : o->out_fd;
-	s->exec_time = o->exec_time;
-	s->exec_ctx = o->exec_ctx;
+	s->out_fd = -1;
 	s->mono_ns0 = clock_ns(CLOCK_MONOTONIC);
 	s->wall_us0 = s->last_us = clock_ns(CLOCK_REALTIME) / 1000;
 	char e[512] = "";
@@ -333,29 +332,13 @@ struct session *session_open(const struct session_opts *o, char *err, size_t err
 	}
 	struct tracer_opts topts = {
 		.rate = o->rate, .stack_bytes = o->stack_bytes, .floor = o->floor};
-	s->tracer = tracer_open(o->pid, o->sites, &topts, e, sizeof e);
+	if (!s->tracer) s->tracer = tracer_open(o->pid, o->sites, &topts, e, sizeof e);
 	if (!s->tracer) {
 		set_err(err, errlen, "cannot attach to PID %d: %s", (int)o->pid, e);
 		goto fail;
 	}
-	s->info = (struct trace_out_info){
-		.pid = o->pid,
-		.rate = o->rate,
-		.executable = o->executable,
-		.allocator = o->sites->allocator,
-	};
-	if (!o->floor && !o->no_trace) {
-		struct tracer_stats st;
-		tracer_get_stats(s->tracer, &st);
-		struct trace_out_info info = s->info;
-		info.drops = total_drops(&st);
-		s->out = trace_out_open(o->out_fd, &info, session_locations, s, e, sizeof e);
-		if (!s->out) {
-			set_err(err, errlen, "%s", e);
-			goto fail;
-		}
-	}
 	s->last_tick_ns = trace_out_mono_now_ns();
+	/* Records are queued from now on; they are handled once the trace is started. */
 	s->queue = rq_new(QUEUE_MAX_BYTES);
 	if (!s->queue || pthread_create(&s->intake, NULL, intake_main, s) != 0) {
 		set_err(err, errlen, "cannot start the intake thread");
@@ -366,6 +349,56 @@ struct session *session_open(const struct session_opts *o, char *err, size_t err
 fail:
 	session_close(s);
 	return NULL;
+}
+
+int session_start_trace(struct session *s, const struct session_opts *o, char *err, size_t errlen)
+{
+	s->no_trace = o->no_trace && !o->floor;
+	s->trace_optional = o->trace_optional;
+	s->out_fd = o->floor || o->no_trace ? -1 : o->out_fd;
+	s->exec_time = o->exec_time;
+	s->exec_ctx = o->exec_ctx;
+	s->info = (struct trace_out_info){
+		.pid = o->pid,
+		.rate = o->rate,
+		.executable = o->executable,
+		.allocator = o->sites->allocator,
+	};
+	if (!o->floor && !o->no_trace) {
+		char e[512] = "";
+		struct tracer_stats st;
+		tracer_get_stats(s->tracer, &st);
+		struct trace_out_info info = s->info;
+		info.drops = total_drops(&st);
+		s->out = trace_out_open(o->out_fd, &info, session_locations, s, e, sizeof e);
+		if (!s->out) {
+			set_err(err, errlen, "%s", e);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+struct session *session_open(const struct session_opts *o, char *err, size_t errlen)
+{
+	struct session *s = session_begin(o, err, errlen);
+	if (s && session_start_trace(s, o, err, errlen) < 0) {
+		session_close(s);
+		return NULL;
+	}
+	return s;
+}
+
+void session_mute(struct session *s)
+{
+	atomic_store(&s->muted, true);
+	tracer_mute(s->tracer);
+}
+
+void session_set_exec_clock(struct session *s, uint64_t (*fn)(void *ctx, pid_t pid), void *ctx)
+{
+	s->exec_time = fn;
+	s->exec_ctx = ctx;
 }
 
 void session_target_started(struct session *s)
@@ -434,10 +467,13 @@ int session_finish(struct session *s)
 	/* Probes off first (the target runs on without them), then the final drain and reconcile,
 	 * then the counters: no record can arrive after the final drain, and every sample counted
 	 * has been read (or counted as a drop). */
-	tracer_detach(s->tracer);
+	bool muted = atomic_load(&s->muted);
+	if (!muted) tracer_detach(s->tracer);
 	stop_intake(s);
 	tracer_get_stats(s->tracer, &s->final_stats);
-	tracer_close(s->tracer);
+	/* muted (its process exec'd): nothing more comes, the slow detach goes to the background */
+	if (muted) tracer_close_later(s->tracer);
+	else tracer_close(s->tracer);
 	s->tracer = NULL;
 	if (s->out) {
 		/* keep the counts the summary needs before the writer goes away */

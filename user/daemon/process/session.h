@@ -11,6 +11,8 @@
 #include "sites/allocsyms.h"
 #include "memtrace.h"
 
+struct tracer;
+
 struct session_opts {
 	pid_t pid;
 	double rate;
@@ -24,6 +26,9 @@ struct session_opts {
 	                            trace only, not the session (session_finish then returns < 0) */
 	const char *executable;  /* the target's executable, for the trace info */
 	const struct alloc_sites *sites;
+	/* Optional: a tracer loaded and attached to sites already (an exec prepared while the
+	 * process was held, see hold.h); the session takes it over, also when it fails. */
+	struct tracer *tracer;
 	/* Optional: the CLOCK_MONOTONIC time at which pid exec'd a new program, 0 if it has not
 	 * (lifecycle_exec_time). Asked after each batch of records is taken and before it is
 	 * handled: records stamped after the exec belong to the new program and are ignored
@@ -50,8 +55,23 @@ struct session;
 struct snapshotter;
 
 /* Loads and attaches the probes (the target may be a child held before its exec), prepares the
- * unwinder and writes the trace header. NULL with a message on error, nothing left attached. */
+ * unwinder and writes the trace header: session_begin then session_start_trace. NULL with a
+ * message on error, nothing left attached. */
 struct session *session_open(const struct session_opts *o, char *err, size_t errlen);
+/* The first half, which may run on another thread than the session's (a process held at an
+ * exec, see hold.h): the probes (o->tracer, or attached to o->sites), the unwinder, the trie
+ * and the intake thread, which queues records from now on. Only pid, rate, stack_bytes, floor,
+ * spawned, sites and tracer of o are used. */
+struct session *session_begin(const struct session_opts *o, char *err, size_t errlen);
+/* The second half, on the session's thread: the output (o's out_fd, no_trace, trace_optional,
+ * executable, sites' allocator name, exec_time) and the trace header; queued records are
+ * handled from the next session_poll on. 0, or -1 with a message (then session_close). */
+int session_start_trace(struct session *s, const struct session_opts *o, char *err, size_t errlen);
+/* The exec_time callback of session_opts, given later (the lifecycle watcher opens after the
+ * probes are live). */
+void session_set_exec_clock(struct session *s, uint64_t (*fn)(void *ctx, pid_t pid), void *ctx);
+/* From any thread, while s is open: its probes stop recording (tracer_mute). */
+void session_mute(struct session *s);
 /* The spawned target has exec'd: re-read its mappings. */
 void session_target_started(struct session *s);
 /* From any thread: the target is held at its exit (its mappings still readable). Waits up to

@@ -2,7 +2,6 @@
 #include "target.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -13,10 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define PF_KTHREAD 0x00200000u /* task flag of kernel threads (include/linux/sched.h) */
@@ -251,158 +248,4 @@ int target_exit_status(int wstatus)
 	if (WIFEXITED(wstatus)) return WEXITSTATUS(wstatus);
 	if (WIFSIGNALED(wstatus)) return 128 + WTERMSIG(wstatus);
 	return 1;
-}
-
-/* ---- exit watch: the -- CMD child held at its exit (ptrace exit-stop) ----
- * A thread of its own, because ptrace requests come from the thread that attached and every
- * signal the child gets stops it until that thread passes it on: it must answer at once. */
-struct exit_watch {
-	pid_t pid;
-	pthread_t thread;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	int state;                 /* 0 starting, 1 seized, -1 seize failed, 2 exited */
-	int seize_errno;
-	int wstatus;
-	void (*hook)(void *ctx);   /* called at the exit-stop, under hook_lock */
-	void *hook_ctx;
-	pthread_mutex_t hook_lock;
-};
-
-static void watch_set_state(struct exit_watch *w, int state)
-{
-	pthread_mutex_lock(&w->lock);
-	w->state = state;
-	pthread_cond_broadcast(&w->cond);
-	pthread_mutex_unlock(&w->lock);
-}
-
-static bool is_stop_signal(int sig)
-{
-	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
-}
-
-static void *watch_main(void *arg)
-{
-	struct exit_watch *w = arg;
-	/* SEIZE (unlike ATTACH) neither stops the child nor makes its exec send a SIGTRAP */
-	if (ptrace(PTRACE_SEIZE, w->pid, NULL, (void *)(long)PTRACE_O_TRACEEXIT) < 0) {
-		w->seize_errno = errno;
-		watch_set_state(w, -1);
-		return NULL;
-	}
-	watch_set_state(w, 1);
-	for (;;) {
-		int st;
-		pid_t r = waitpid(w->pid, &st, __WALL);
-		if (r < 0) {
-			if (errno == EINTR) continue;
-			st = 1 << 8; /* cannot happen: the child is ours; say "exited 1" */
-		}
-		if (r < 0 || WIFEXITED(st) || WIFSIGNALED(st)) {
-			pthread_mutex_lock(&w->lock);
-			w->wstatus = st;
-			w->state = 2;
-			pthread_cond_broadcast(&w->cond);
-			pthread_mutex_unlock(&w->lock);
-			return NULL;
-		}
-		if (!WIFSTOPPED(st)) continue;
-		int sig = WSTOPSIG(st), event = (unsigned)st >> 16;
-		if (event == PTRACE_EVENT_EXIT) {
-			/* its memory and mappings are still there: let the hook read them */
-			pthread_mutex_lock(&w->hook_lock);
-			if (w->hook) w->hook(w->hook_ctx);
-			pthread_mutex_unlock(&w->hook_lock);
-			ptrace(PTRACE_CONT, w->pid, NULL, NULL);
-		} else if (event == PTRACE_EVENT_STOP) {
-			/* group-stop: stay stopped as without us (until SIGCONT); else an interrupt */
-			if (is_stop_signal(sig)) ptrace(PTRACE_LISTEN, w->pid, NULL, NULL);
-			else ptrace(PTRACE_CONT, w->pid, NULL, NULL);
-		} else if (event) {
-			ptrace(PTRACE_CONT, w->pid, NULL, NULL);
-		} else {
-			/* signal-delivery-stop: deliver it unchanged */
-			ptrace(PTRACE_CONT, w->pid, NULL, (void *)(long)sig);
-		}
-	}
-}
-
-struct exit_watch *exit_watch_start(pid_t pid, char *err, size_t errlen)
-{
-	struct exit_watch *w = calloc(1, sizeof *w);
-	if (!w) {
-		set_err(err, errlen, "out of memory");
-		return NULL;
-	}
-	w->pid = pid;
-	pthread_mutex_init(&w->lock, NULL);
-	pthread_mutex_init(&w->hook_lock, NULL);
-	pthread_cond_init(&w->cond, NULL);
-	/* signals are for the main thread (its handlers only set flags it polls) */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int e = pthread_create(&w->thread, NULL, watch_main, w);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (e) {
-		set_err(err, errlen, "cannot start the thread watching PID %d: %s", (int)pid, strerror(e));
-		free(w);
-		return NULL;
-	}
-	pthread_mutex_lock(&w->lock);
-	while (w->state == 0) pthread_cond_wait(&w->cond, &w->lock);
-	int state = w->state;
-	pthread_mutex_unlock(&w->lock);
-	if (state < 0) {
-		set_err(err, errlen, "cannot watch the exit of PID %d (ptrace): %s", (int)pid,
-			strerror(w->seize_errno));
-		pthread_join(w->thread, NULL);
-		free(w);
-		return NULL;
-	}
-	return w;
-}
-
-void exit_watch_set_hook(struct exit_watch *w, void (*fn)(void *ctx), void *ctx)
-{
-	if (!w) return;
-	pthread_mutex_lock(&w->hook_lock);
-	w->hook = fn;
-	w->hook_ctx = ctx;
-	pthread_mutex_unlock(&w->hook_lock);
-}
-
-void exit_watch_clear_hook(struct exit_watch *w, void *ctx)
-{
-	if (!w) return;
-	pthread_mutex_lock(&w->hook_lock); /* waits for a hook running now */
-	if (w->hook_ctx == ctx) w->hook = NULL, w->hook_ctx = NULL;
-	pthread_mutex_unlock(&w->hook_lock);
-}
-
-bool exit_watch_exited(struct exit_watch *w, int *wstatus, int timeout_ms)
-{
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
-	pthread_mutex_lock(&w->lock);
-	while (w->state != 2 && timeout_ms > 0 &&
-	       pthread_cond_timedwait(&w->cond, &w->lock, &until) == 0) {}
-	bool done = w->state == 2;
-	if (done && wstatus) *wstatus = w->wstatus;
-	pthread_mutex_unlock(&w->lock);
-	return done;
-}
-
-void exit_watch_free(struct exit_watch *w)
-{
-	if (!w) return;
-	pthread_join(w->thread, NULL); /* the child has exited: the thread is done */
-	pthread_mutex_destroy(&w->lock);
-	pthread_mutex_destroy(&w->hook_lock);
-	pthread_cond_destroy(&w->cond);
-	free(w);
 }

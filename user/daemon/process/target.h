@@ -37,20 +37,4 @@ int target_pidfd(pid_t pid);
 /* The memtraced-style exit status of a waitpid status: the code, or 128+signal. */
 int target_exit_status(int wstatus);
 
-/* -- CMD: the child is held at its exit (ptrace exit-stop, while its memory and mappings are
- * still there) until a hook has read what it needs. A thread of ours ptraces it with
- * PTRACE_SEIZE (no stop at the attach or at exec) and passes every signal on unchanged; stops
- * (SIGSTOP, SIGTSTP...) stay stops. From then on only the watch may wait for the child.
- * Start it before target_release; NULL with a message if ptrace is refused. */
-struct exit_watch;
-struct exit_watch *exit_watch_start(pid_t pid, char *err, size_t errlen);
-/* The hook runs on the watch's thread at the exit-stop; it must return soon (the child waits). */
-void exit_watch_set_hook(struct exit_watch *w, void (*fn)(void *ctx), void *ctx);
-/* Removes the hook if its ctx is ctx; waits for it to return if it runs now. */
-void exit_watch_clear_hook(struct exit_watch *w, void *ctx);
-/* Has the child exited (waits up to timeout_ms)? Then its waitpid status is in *wstatus. */
-bool exit_watch_exited(struct exit_watch *w, int *wstatus, int timeout_ms);
-/* After the child has exited. NULL is allowed. */
-void exit_watch_free(struct exit_watch *w);
-
 #endif

@@ -6,6 +6,7 @@
  * allocation call pays a return probe.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,6 +145,12 @@ static struct memtraced_bpf *load(pid_t pid, const struct tracer_opts *o, unsign
 	sk->rodata->wakeup_bytes = ring_bytes / 8; /* leave room for wakeup latency */
 	fill_exp_table(sk->rodata->exp_gaps, o->rate >= 1 ? 8 : 8 / o->rate);
 	bpf_map__set_max_entries(sk->maps.events, ring_bytes);
+	/* Live sampled blocks: at the default rate a few thousand even for a large heap (1 GiB at
+	 * 1e-5: ~1,300); the kernel zeroes a bucket per entry at creation (1M: ~12 ms), so size
+	 * the map by the rate. A block that does not fit is counted as drop_map_full. */
+	bpf_map__set_max_entries(sk->maps.live, o->rate >= 1e-3 ? 1u << 20 : 1u << 17);
+	int ncpus = libbpf_num_possible_cpus();
+	bpf_map__set_max_entries(sk->maps.scratch, ncpus > 0 ? (unsigned)ncpus : 1);
 	set_autoload(sk, mode, o->floor);
 	int e = memtraced_bpf__load(sk);
 	if (e) {
@@ -243,16 +250,14 @@ static int silent_libbpf(enum libbpf_print_level level, const char *fmt, va_list
 	return 0;
 }
 
-struct tracer *tracer_open(pid_t pid, const struct alloc_sites *sites, const struct tracer_opts *opts,
-                           char *err, size_t errlen)
+struct tracer *tracer_load(pid_t pid, const struct tracer_opts *opts, char *err, size_t errlen)
 {
 	unsigned stack_bytes, ring_bytes;
 	if (pid <= 0) {
 		snprintf(err, errlen, "invalid pid %d", (int)pid);
 		return NULL;
 	}
-	if (!opts || check_opts(opts, &stack_bytes, &ring_bytes, err, errlen) ||
-	    check_sites(sites, err, errlen))
+	if (!opts || check_opts(opts, &stack_bytes, &ring_bytes, err, errlen))
 		return NULL;
 	struct tracer *t = calloc(1, sizeof(*t));
 	if (!t) {
@@ -272,21 +277,40 @@ struct tracer *tracer_open(pid_t pid, const struct alloc_sites *sites, const str
 	}
 	if (!t->skel)
 		t->skel = load(pid, opts, stack_bytes, ring_bytes, t->mode, err, errlen);
-	if (!t->skel)
-		goto fail;
+	if (!t->skel) {
+		tracer_close(t);
+		return NULL;
+	}
+	return t;
+}
+
+int tracer_attach(struct tracer *t, const struct alloc_sites *sites, char *err, size_t errlen)
+{
+	if (check_sites(sites, err, errlen))
+		return -1;
 	int rc = t->mode == TRACER_MODE_SESSION ? attach_session(t, sites, err, errlen)
 	                                        : attach_fallback(t, sites, err, errlen);
 	if (rc)
-		goto fail;
+		return -1;
 	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), intake_record, t, NULL);
 	if (!t->rb) {
 		snprintf(err, errlen, "cannot set up the ring buffer consumer: %s", strerror(errno));
-		goto fail;
+		return -1;
+	}
+	return 0;
+}
+
+struct tracer *tracer_open(pid_t pid, const struct alloc_sites *sites, const struct tracer_opts *opts,
+                           char *err, size_t errlen)
+{
+	if (check_sites(sites, err, errlen))
+		return NULL;
+	struct tracer *t = tracer_load(pid, opts, err, errlen);
+	if (t && tracer_attach(t, sites, err, errlen) < 0) {
+		tracer_close(t);
+		return NULL;
 	}
 	return t;
-fail:
-	tracer_close(t);
-	return NULL;
 }
 
 /* Probes more sites (a library dlopen'ed since tracer_open; LIFECYCLE). The sites must not be
@@ -303,6 +327,11 @@ int tracer_attach_sites(struct tracer *t, const struct alloc_sites *sites, char 
 	}
 	return t->mode == TRACER_MODE_SESSION ? attach_session(t, sites, err, errlen)
 	                                      : attach_fallback(t, sites, err, errlen);
+}
+
+void tracer_mute(struct tracer *t)
+{
+	if (t && t->skel && t->skel->bss) __atomic_store_n(&t->skel->bss->muted, 1, __ATOMIC_RELEASE);
 }
 
 int tracer_live_map_fd(struct tracer *t)
@@ -353,4 +382,43 @@ void tracer_close(struct tracer *t)
 	memtraced_bpf__destroy(t->skel);
 	seq_table_free(&t->visible);
 	free(t);
+}
+
+/* Closing in the background: unregistering uprobes waits for the kernel (tens of ms here). */
+static pthread_mutex_t closers_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t closers_done = PTHREAD_COND_INITIALIZER;
+static int closers;
+
+static void *close_main(void *arg)
+{
+	tracer_close(arg);
+	pthread_mutex_lock(&closers_lock);
+	closers--;
+	pthread_cond_broadcast(&closers_done);
+	pthread_mutex_unlock(&closers_lock);
+	return NULL;
+}
+
+void tracer_close_later(struct tracer *t)
+{
+	if (!t)
+		return;
+	pthread_t th;
+	pthread_attr_t a;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	pthread_mutex_lock(&closers_lock);
+	closers++;
+	pthread_mutex_unlock(&closers_lock);
+	if (pthread_create(&th, &a, close_main, t) != 0)
+		close_main(t);
+	pthread_attr_destroy(&a);
+}
+
+void tracer_close_wait(void)
+{
+	pthread_mutex_lock(&closers_lock);
+	while (closers > 0)
+		pthread_cond_wait(&closers_done, &closers_lock);
+	pthread_mutex_unlock(&closers_lock);
 }

@@ -78,6 +78,11 @@ enum tracer_mode {
 /* Load + attach; pid may be a stopped child (before its exec). NULL on error, with a message. */
 struct tracer *tracer_open(pid_t pid, const struct alloc_sites *sites, const struct tracer_opts *opts,
                            char *err, size_t errlen);
+/* The two halves of tracer_open: loading the BPF program for pid (the slow part: the verifier,
+ * tens of ms) and attaching it to the sites. A tracer loaded ahead of time lets an exec be
+ * followed at once. tracer_attach once per tracer; -1 with a message (then tracer_close). */
+struct tracer *tracer_load(pid_t pid, const struct tracer_opts *opts, char *err, size_t errlen);
+int tracer_attach(struct tracer *t, const struct alloc_sites *sites, char *err, size_t errlen);
 /* Sleeps up to timeout_ms (less when the ring buffer fills past half), then delivers all
  * pending records through cb. Returns the number of records, or -1 on error. */
 int tracer_poll(struct tracer *t, int timeout_ms, const struct tracer_callbacks *cb, void *ctx);
@@ -91,11 +96,19 @@ int tracer_attach_sites(struct tracer *t, const struct alloc_sites *sites, char 
 void tracer_get_stats(struct tracer *t, struct tracer_stats *out);
 enum tracer_mode tracer_mode(const struct tracer *t);
 const char *tracer_mode_name(enum tracer_mode mode);
+/* From any thread, while t is open: the probes stop recording at once (a process held at its
+ * exec: the calls from now on are the new program's, which has a tracer of its own). Cheaper
+ * than detaching, which follows later (tracer_detach). */
+void tracer_mute(struct tracer *t);
 /* Removes the probes (the target runs on unharmed) but keeps the maps and the ring buffer:
  * after it no new record or count appears, so a final tracer_poll/tracer_reconcile and
  * tracer_get_stats see everything. Not thread-safe with tracer_attach_sites. NULL is allowed. */
 void tracer_detach(struct tracer *t);
 /* Detach (if not done) and free everything. NULL is allowed. */
 void tracer_close(struct tracer *t);
+/* tracer_close on a thread of its own (the detach waits for the kernel): for a muted tracer
+ * whose records were all read. tracer_close_wait waits until every such close is done. */
+void tracer_close_later(struct tracer *t);
+void tracer_close_wait(void);
 
 #endif

@@ -3,7 +3,7 @@
 #
 #   bash bench/run.sh [BUILD]          (root; about 10-15 minutes on the project's 2-vCPU VM)
 #
-# Sections (BENCH_ONLY=micro,redis,pipeline,accuracy,format,stacks to pick some):
+# Sections (BENCH_ONLY=micro,redis,pipeline,accuracy,format,stacks,attach to pick some):
 #   micro     malloc/free loop (bench/micro_alloc), ns per pair, interleaved rounds of:
 #             none | floor (empty probes on memtraced's sites) | memtraced (default rate) |
 #             memtraced --rate 1 | bcc memleak | heaptrack; plus design figures from
@@ -14,6 +14,10 @@
 #             peak RSS, trace bytes per allocation event
 #   accuracy  estimated vs true bytes per site (tests/targets/sites)
 #   format, stacks   build/bench/format_bench and stacks_bench (their key=value lines)
+#   attach    attach_ms: from `memtraced -p PID` starting to the probes live on a glibc process
+#             ("attached in" of its message); exec_hold_ms: how long -- CMD through a shim
+#             (sh -c 'exec env PROG') is held at an exec until the new program's probes are
+#             live (its "held ... at most"); medians of ATTACH_ROUNDS (default 7)
 # Output: a table on stdout, key=value lines in bench/results/latest.txt (BENCH_OUT=...);
 # n/a where something could not be measured, with the reason on a "# " line before it.
 # The machine is shared and noisy: every figure is a median of interleaved rounds (each round
@@ -30,7 +34,8 @@ REDIS_ROUNDS=${BENCH_REDIS_ROUNDS:-3}
 REDIS_REQUESTS=${BENCH_REDIS_REQUESTS:-50000}
 ITERS=${BENCH_ITERS:-20000}          # pairs per traced micro run (~13 us each under probes)
 ITERS_NONE=${BENCH_ITERS_NONE:-2000000}
-ONLY=${BENCH_ONLY:-micro,redis,pipeline,accuracy,format,stacks}
+ONLY=${BENCH_ONLY:-micro,redis,pipeline,accuracy,format,stacks,attach}
+ATTACH_ROUNDS=${BENCH_ATTACH_ROUNDS:-7}
 OUT=${BENCH_OUT:-$TOP/bench/results/latest.txt}
 TMP=$(mktemp -d /tmp/memtraced-bench.XXXXXX)
 START=$(date +%s)
@@ -398,6 +403,27 @@ accuracy_section() {
 	note bytes_per_alloc_event "trace bytes / allocation events of the accuracy run (tests/targets/sites run 5000 at rate $rate: 7 sites, 4-6 frames)"
 }
 
+attach_section() {
+	[ "$have_memtraced" = 1 ] || { na attach_ms "memtraced is not built"; na exec_hold_ms "memtraced is not built"; return; }
+	local a=() h=() i v pid
+	for ((i = 0; i < ATTACH_ROUNDS; i++)); do
+		sleep 30 & pid=$!
+		sleep 0.2
+		"$MEMTRACED" -p $pid --duration 0.3 -o "$TMP/attach.ctf" 2>"$TMP/attach.err"
+		kill $pid 2>/dev/null; wait $pid 2>/dev/null
+		v=$(sed -nE 's/.*attached in ([0-9.]+) ms.*/\1/p' "$TMP/attach.err" | head -1)
+		[ -n "$v" ] && a+=("$v")
+		"$MEMTRACED" -o "$TMP/hold.ctf" -- sh -c 'exec /usr/bin/env "$0" "$@"' "$SITES_TARGET" run 10 \
+			>/dev/null 2>"$TMP/hold.err"
+		v=$(sed -nE 's/.*held .* ([0-9.]+) ms at most.*/\1/p' "$TMP/hold.err" | head -1)
+		[ -n "$v" ] && h+=("$v")
+	done
+	if [ ${#a[@]} -gt 0 ]; then set_result attach_ms "$(median "${a[@]}")"; else na attach_ms "no 'attached in' message: $(tail -n 1 "$TMP/attach.err")"; fi
+	note attach_ms "memtraced -p on a sleeping glibc process: option parsing to probes live (allocator lookup, BPF load and verification, attach); the lifecycle watcher loads after"
+	if [ ${#h[@]} -gt 0 ]; then set_result exec_hold_ms "$(median "${h[@]}")"; else na exec_hold_ms "no 'held' message: $(tail -n 1 "$TMP/hold.err")"; fi
+	note exec_hold_ms "the longest exec-stop of -- sh -c 'exec env sites' (two execs): allocator lookup of the new program and attach of a BPF program loaded ahead"
+}
+
 include_kv() {   # PREFIX PROGRAM ARGS...: adds the program's key=value lines
 	local p=$1; shift
 	[ -x "$1" ] || { na "${p}bench" "$1 is not built"; return; }
@@ -415,6 +441,7 @@ want pipeline && pipeline_section
 want accuracy && accuracy_section
 want format && include_kv "" "$BB/format_bench"
 want stacks && include_kv stacks_ "$BB/stacks_bench"
+want attach && attach_section
 set_result bench_seconds $(($(date +%s) - START))
 
 # ---------------------------------------------------------------------------------------------
@@ -439,5 +466,6 @@ printf '%-44s %s\n' "--------------------------------------------" "------------
 for k in "${KEYS[@]}"; do printf '%-44s %s\n' "$k" "${R[$k]}"; done
 echo
 echo "goals: overhead_vs_floor <= 1.15: $(goal overhead_vs_floor '<=' 1.15); memleak_vs_memtraced >= 2: $(goal memleak_vs_memtraced '>=' 2);" \
-	"no drop at the default rate on redis: $([ "${R[redis_drops_memtraced]:-n/a}" = 0 ] && [ "${R[redis_jemalloc_drops_memtraced]:-0}" = 0 ] && echo met || echo "NOT met / n/a")"
+	"no drop at the default rate on redis: $([ "${R[redis_drops_memtraced]:-n/a}" = 0 ] && [ "${R[redis_jemalloc_drops_memtraced]:-0}" = 0 ] && echo met || echo "NOT met / n/a");" \
+	"attach_ms < 50: $(goal attach_ms '<=' 50); exec_hold_ms < 50: $(goal exec_hold_ms '<=' 50)"
 echo "results: $OUT"

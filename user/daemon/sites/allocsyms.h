@@ -10,9 +10,10 @@
  *   once, under the first name in enum order; their arguments are the same.
  * - Allocators call each other: glibc's realloc(NULL, n) calls malloc's entry and
  *   reallocarray tail-jumps to realloc, so a probe on each may see one user call twice.
- * - For free-like functions (alloc_fn_is_free), probe_offset may be after the entry: after
- *   the NULL test, or at the first instruction the kernel emulates; %rdi still holds the
- *   pointer there (nothing before it writes %rdi or branches away).
+ * - probe_offset may be after the entry: at the first instruction the kernel emulates (for
+ *   free-likes after the NULL test); the arguments are still in their registers there
+ *   (nothing before it writes them or branches away), and for allocating functions %rsp
+ *   has not moved (the return address is at [rsp] for the return probe).
  * - A C++ operator or other extension that forwards to another allocation function (calls
  *   or jumps to it, directly or through the PLT/GOT) is not listed: the callee is probed, so
  *   each call is counted once (a note says so). */
@@ -29,8 +30,8 @@ struct probe_site {
 	enum alloc_fn fn;
 	char path[4096];        /* object file as reachable from us (through /proc/PID/root/...) */
 	uint64_t entry_offset;  /* file offset of the function's entry (what uprobes take) */
-	uint64_t probe_offset;  /* file offset where the probe goes: == entry_offset, or for free a
-	                           later instruction the kernel emulates (after the NULL test) */
+	uint64_t probe_offset;  /* file offset where the probe goes: == entry_offset, or a later
+	                           instruction the kernel emulates (see probe_site_choose) */
 	bool emulated;          /* the kernel emulates the instruction at probe_offset (no
 	                           single-step): informational */
 };

@@ -123,17 +123,49 @@ static bool is_control_flow(const cs_insn *in)
 	return false;
 }
 
-/* Does the instruction write %rdi (or a part of it), explicitly or implicitly? Unknown: yes. */
-static bool writes_rdi(csh cs, const cs_insn *in)
+/* The 64-bit register that reg is a part of (X86_REG_EDI -> X86_REG_RDI...), or reg. */
+static unsigned full_reg(unsigned reg)
+{
+	static const unsigned parts[][5] = {
+		{X86_REG_RDI, X86_REG_EDI, X86_REG_DI, X86_REG_DIL, 0},
+		{X86_REG_RSI, X86_REG_ESI, X86_REG_SI, X86_REG_SIL, 0},
+		{X86_REG_RDX, X86_REG_EDX, X86_REG_DX, X86_REG_DL, X86_REG_DH},
+		{X86_REG_RCX, X86_REG_ECX, X86_REG_CX, X86_REG_CL, X86_REG_CH},
+		{X86_REG_RSP, X86_REG_ESP, X86_REG_SP, X86_REG_SPL, 0},
+	};
+	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+		for (int j = 0; j < 5; j++)
+			if (parts[i][j] && parts[i][j] == reg) return parts[i][0];
+	return reg;
+}
+
+/* Does the instruction write one of the registers in `regs` (64-bit names, 0-terminated), or a
+ * part of one, explicitly or implicitly (push and call write %rsp)? Unknown: yes. */
+static bool writes_any(csh cs, const cs_insn *in, const unsigned *regs)
 {
 	cs_regs rd, wr;
 	uint8_t nrd = 0, nwr = 0;
 	if (cs_regs_access(cs, in, rd, &nrd, wr, &nwr) != CS_ERR_OK) return true;
 	for (int i = 0; i < nwr; i++)
-		if (wr[i] == X86_REG_RDI || wr[i] == X86_REG_EDI || wr[i] == X86_REG_DI ||
-		    wr[i] == X86_REG_DIL)
-			return true;
+		for (const unsigned *r = regs; *r; r++)
+			if (full_reg(wr[i]) == *r) return true;
 	return false;
+}
+
+static bool writes_rdi(csh cs, const cs_insn *in)
+{
+	static const unsigned rdi[] = {X86_REG_RDI, 0};
+	return writes_any(cs, in, rdi);
+}
+
+/* What an allocating function's entry probe reads must be as at the entry where it is placed:
+ * the arguments (at most four) and %rsp, where the return address is that the session return
+ * probe replaces. */
+static bool writes_entry_state(csh cs, const cs_insn *in)
+{
+	static const unsigned state[] = {X86_REG_RDI, X86_REG_RSI, X86_REG_RDX, X86_REG_RCX,
+					 X86_REG_RSP, 0};
+	return writes_any(cs, in, state);
 }
 
 /* How far a free-like probe may move from the entry (instructions, bytes decoded). */
@@ -157,16 +189,33 @@ uint64_t probe_site_choose(enum alloc_fn fn, const uint8_t *code, size_t len,
 	size_t n = cs_disasm(cs, code, head, entry_vaddr, SCAN_INSNS, &insns);
 	if (n == 0) goto out;   /* unknown code: the entry, single-stepped */
 	chosen_emulated = probe_insn_emulated(insns[0].bytes, insns[0].size);
-	/* Allocating functions need their entry (return probe); an emulated entry is already
-	 * the cheapest site. */
-	if (!alloc_fn_is_free(fn) || chosen_emulated) goto out;
-
+	if (chosen_emulated) goto out; /* an emulated entry is already the cheapest site */
+	size_t fn_len = fn_size && fn_size < len ? fn_size : len;
+	if (!alloc_fn_is_free(fn)) {
+		/* Allocating functions: the first instruction the kernel emulates on the straight
+		 * path from the entry, when nothing before it moves %rsp (the return address stays
+		 * at [rsp] for the return probe) or writes an argument register, and nothing else
+		 * in the function jumps into that path. jemalloc's malloc begins with `cmp
+		 * $0x1000,%rdi`, single-stepped; its `ja` after it is emulated. */
+		for (size_t i = 0; i < n; i++) {
+			const cs_insn *in = &insns[i];
+			if (probe_insn_emulated(in->bytes, in->size)) {
+				if (!function_branches_into(cs, code, fn_len, entry_vaddr, entry_vaddr + 1,
+							    in->address)) {
+					chosen = in->address - entry_vaddr;
+					chosen_emulated = true;
+				}
+				break;
+			}
+			if (is_control_flow(in) || writes_entry_state(cs, in)) break;
+		}
+		goto out;
+	}
 	/* Free-likes: walk the straight-line code from the entry. Every call runs it, so the
 	 * first instruction the kernel emulates is as good a site as the entry, provided %rdi
 	 * still holds the pointer there and nothing else in the function jumps to it or to the
 	 * code leading to it. Preferred:
 	 * the instruction after a `test %rdi,%rdi; je` NULL test (free(NULL) then never traps). */
-	size_t fn_len = fn_size && fn_size < len ? fn_size : len;
 	for (size_t i = 0; i < n; i++) {
 		const cs_insn *in = &insns[i];
 		if (i == 0 && is_endbr64(in)) continue;

@@ -184,8 +184,9 @@ static int attach_session(struct tracer *t, const struct alloc_sites *s, char *e
 				foff[nf] = p->probe_offset;
 				fcookie[nf++] = p->fn;
 			} else {
-				/* the return probe needs the entry: the return address is at [rsp] */
-				aoff[na] = p->entry_offset;
+				/* the entry or a later emulated site where %rsp has not moved: the
+				 * return address is at [rsp] for the session return */
+				aoff[na] = p->probe_offset;
 				acookie[na++] = p->fn;
 			}
 		}
@@ -234,10 +235,10 @@ static int attach_fallback(struct tracer *t, const struct alloc_sites *s, char *
 			                p->probe_offset, false, err, errlen);
 		} else {
 			rc = attach_one(t, t->floor ? sk->progs.floor_entry : sk->progs.alloc_entry, p,
-			                p->entry_offset, false, err, errlen);
+			                p->probe_offset, false, err, errlen);
 			if (!rc)
 				rc = attach_one(t, t->floor ? sk->progs.floor_return : sk->progs.alloc_return,
-				                p, p->entry_offset, true, err, errlen);
+				                p, p->probe_offset, true, err, errlen);
 		}
 		if (rc)
 			return -1;

@@ -329,6 +329,11 @@ redis_section() {
 	[ -n "$a" ] && set_result redis_set_memtraced_vs_none "$a"
 	b=$(median_ratio <(awk '{ print $1 }' "$TMP/r-glibc-memtraced" 2>/dev/null) <(awk '{ print $1 }' "$TMP/r-glibc-memleak" 2>/dev/null))
 	[ -n "$b" ] && set_result redis_set_memtraced_vs_memleak "$b"
+	# jemalloc as shipped against glibc: the goal is a jemalloc ratio >= 0.9 x the glibc ratio
+	b=$(median_ratio <(awk '{ print $1 }' "$TMP/r-jemalloc-memtraced" 2>/dev/null) <(awk '{ print $1 }' "$TMP/r-jemalloc-none" 2>/dev/null))
+	[ -n "$b" ] && set_result redis_jemalloc_set_memtraced_vs_none "$b"
+	[ -n "$a" ] && [ -n "$b" ] && set_result redis_jemalloc_vs_glibc_ratio "$(ratio "$b" "$a")"
+	note redis_jemalloc_vs_glibc_ratio "redis_jemalloc_set_memtraced_vs_none / redis_set_memtraced_vs_none (goal >= 0.9: jemalloc's entry probes on emulated instructions)"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -467,5 +472,6 @@ for k in "${KEYS[@]}"; do printf '%-44s %s\n' "$k" "${R[$k]}"; done
 echo
 echo "goals: overhead_vs_floor <= 1.15: $(goal overhead_vs_floor '<=' 1.15); memleak_vs_memtraced >= 2: $(goal memleak_vs_memtraced '>=' 2);" \
 	"no drop at the default rate on redis: $([ "${R[redis_drops_memtraced]:-n/a}" = 0 ] && [ "${R[redis_jemalloc_drops_memtraced]:-0}" = 0 ] && echo met || echo "NOT met / n/a");" \
-	"attach_ms < 50: $(goal attach_ms '<=' 50); exec_hold_ms < 50: $(goal exec_hold_ms '<=' 50)"
+	"attach_ms < 50: $(goal attach_ms '<=' 50); exec_hold_ms < 50: $(goal exec_hold_ms '<=' 50);" \
+	"redis_jemalloc_vs_glibc_ratio >= 0.9: $(goal redis_jemalloc_vs_glibc_ratio '>=' 0.9)"
 echo "results: $OUT"

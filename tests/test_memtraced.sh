@@ -95,7 +95,7 @@ else fail sites_traced "exit $rc: $(tail -n 3 "$TMP/sites.err" | tr '\n' ' ')"; 
 sed -n 's/^/# /p' "$TMP/sites.err" | tail -n 2
 "$DUMP" "$TMP/sites.ctf" >"$TMP/sites.dump" 2>"$TMP/sites.dump.err"
 check sites_trace_readable test $? = 0
-check sites_trace_info grep -q "^info context=\"memtraced .*allocator .*drops: 0\"" "$TMP/sites.dump"
+check sites_trace_info grep -q "^info context=\"memtraced .*allocator .*drops: 0 *\"" "$TMP/sites.dump"
 check sites_trace_pid_rate_exe sh -c "grep -q '^info sample_rate=0.001$' '$TMP/sites.dump' && grep -q '^info executable_name=\".*sites\"$' '$TMP/sites.dump' && grep -q '^info word_size=64$' '$TMP/sites.dump'"
 check_sites "$TMP/truth.txt" "$TMP/sites.dump" 1e-3 stat sites_r1e-3
 

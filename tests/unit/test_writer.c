@@ -619,6 +619,49 @@ static void test_full_disk(void)
 	if (fd >= 0) close(fd);
 }
 
+/* The context rewritten in place at the end (memtraced's drops as of the end of the trace). */
+static void test_set_context(void)
+{
+	int fd = memfd();
+	mt_trace_info ci = info;
+	ci.context = "tracer x; drops: 0       ";
+	mt_writer *w = mt_writer_open(fd, &ci, locations, NULL);
+	uint64_t bt[2] = {1, 2};
+	mt_writer_alloc(w, START + 10, 4, 1, MT_SOURCE_EXTERNAL, bt, 2);
+	CHECK("set_context_same_length", mt_writer_set_context(w, "tracer x; drops: 1234    ") == 0);
+	errno = 0;
+	CHECK("set_context_other_length_refused",
+	      mt_writer_set_context(w, "tracer x; drops: 12345678901") < 0 && errno == EINVAL);
+	mt_writer_alloc(w, START + 20, 4, 1, MT_SOURCE_EXTERNAL, bt, 2);
+	CHECK("set_context_close", mt_writer_close(w) == 0);
+	mt_reader *r = reopen(fd);
+	const mt_trace_info *ri = r ? mt_reader_info(r) : NULL;
+	uint64_t d = 0;
+	CHECKF("set_context_read_back", ri && !strcmp(ri->context, "tracer x; drops: 1234    ") &&
+	       mt_context_drops(ri->context, &d) == 1 && d == 1234, "context '%s'",
+	       ri ? ri->context : "?");
+	mt_event ev;
+	int n = 0, rc;
+	while (r && (rc = mt_reader_next(r, &ev)) > 0) n += ev.type == MT_EV_ALLOC;
+	CHECKF("set_context_events_intact", r && n == 2, "%d allocations read", n);
+	if (r) mt_reader_close(r);
+	close(fd);
+	/* a pipe cannot be rewritten: said, not silently done */
+	int p[2];
+	if (pipe(p) == 0) {
+		fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
+		w = mt_writer_open(p[1], &ci, locations, NULL);
+		errno = 0;
+		CHECK("set_context_pipe_espipe", w && mt_writer_set_context(w, ci.context) < 0 &&
+		      errno == ESPIPE);
+		mt_writer_close(w);
+		close(p[0]);
+		close(p[1]);
+	}
+	CHECK("context_drops_absent", mt_context_drops("no such field", &d) == 0 &&
+	      mt_context_drops("drops: x", &d) == 0 && mt_context_drops(NULL, &d) == 0);
+}
+
 int main(void)
 {
 	test_empty_trace();
@@ -631,5 +674,6 @@ int main(void)
 	test_interrupted_writes();
 	test_errors();
 	test_full_disk();
+	test_set_context();
 	return CHECK_DONE();
 }

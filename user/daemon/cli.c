@@ -32,6 +32,7 @@ void cli_usage(FILE *out)
 		"                       (-o needs %%p then; default memtrace-CHILDPID.ctf). An exec is\n"
 		"                       always followed: the last program's trace is FILE, the ones\n"
 		"                       before it FILE with .execN (N execs before it) before .ctf\n"
+		"      --ring-size BYTES  the BPF ring buffer, a power of two (default 4 MiB)\n"
 		"      --hold-exec      -p: hold the process (ptrace) at each exec until the new\n"
 		"                       program's probes are in place, so nothing it allocates is\n"
 		"                       missed (-- CMD is always held so)\n"
@@ -137,7 +138,7 @@ int cli_exec_output_path(const char *base, unsigned n, char *buf, size_t len)
 
 enum { OPT_PROBE_FLOOR = 256, OPT_STACK_BYTES, OPT_NO_STATUS, OPT_TOP, OPT_TOP_INTERVAL, OPT_TOP_BY,
        OPT_SNAP_DIR, OPT_SNAP_INTERVAL, OPT_SNAP_KEEP, OPT_FILE_MODE, OPT_FOLLOW_FORKS,
-       OPT_HOLD_EXEC };
+       OPT_HOLD_EXEC, OPT_RING_SIZE };
 
 /* Which options were given, for the checks across options. */
 struct cli_seen {
@@ -164,6 +165,7 @@ static const struct option longopts[] = {
 	{"top-by", required_argument, NULL, OPT_TOP_BY},
 	{"follow-forks", no_argument, NULL, OPT_FOLLOW_FORKS},
 	{"hold-exec", no_argument, NULL, OPT_HOLD_EXEC},
+	{"ring-size", required_argument, NULL, OPT_RING_SIZE},
 	{NULL, 0, NULL, 0},
 };
 
@@ -225,6 +227,15 @@ static bool parse_valued(int c, const char *arg, struct cli_opts *o, struct cli_
 			return false;
 		}
 		o->stack_bytes = (unsigned)l;
+		return true;
+	case OPT_RING_SIZE:
+		/* a power of two the kernel takes for a BPF ring buffer: 64 KiB .. 1 GiB */
+		if (!parse_long(arg, 65536, 1L << 30, &l) || (l & (l - 1))) {
+			set_err(err, errlen, "invalid --ring-size '%s': expected a power of two of bytes, "
+				"65536 .. 1073741824", arg);
+			return false;
+		}
+		o->ring_bytes = (unsigned)l;
 		return true;
 	case OPT_TOP_INTERVAL:
 		if (parse_seconds(arg, 0.1, false, 3600, &o->top_interval)) return true;

@@ -25,6 +25,7 @@ struct cli_opts {
 	double rate;          /* --rate: sampling probability per 8-byte word, (0, 1] */
 	double duration;      /* --duration SEC; 0 = until the target exits or a signal */
 	unsigned stack_bytes; /* --stack-bytes N (hidden, benchmarks) */
+	unsigned ring_bytes;  /* --ring-size BYTES: the BPF ring buffer (0: the default, 4 MiB) */
 	bool probe_floor;     /* --probe-floor (hidden, benchmarks): empty probes, no trace */
 	bool quiet;           /* -q: no status messages, only errors and the summary */
 	bool no_status;       /* --no-status: no live status line on a terminal (see status.h) */

@@ -112,7 +112,8 @@ void exec_prep_on_exec(void *prep, pid_t pid, uint64_t stop_ns)
 		/* its records are drained from now on (and its unwinder prepared at the first one,
 		 * while it runs): the main loop may take it over only later */
 		struct session_opts so = {.pid = pid, .rate = p->opts.rate,
-					  .stack_bytes = p->opts.stack_bytes, .spawned = true,
+					  .stack_bytes = p->opts.stack_bytes,
+					  .ring_bytes = p->opts.ringbuf_bytes, .spawned = true,
 					  .sites = &e->sites, .tracer = t};
 		if (t) e->s = session_begin(&so, e->err, sizeof e->err);
 	}

@@ -39,11 +39,21 @@ int hv_cli_window(const char *prog, const hv_options *opt)
 	return -1;
 }
 
+void hv_cli_warn_drops(const char *prog, const mt_trace_info *info, uint64_t samples)
+{
+	uint64_t d;
+	if (!info || !mt_context_drops(info->context, &d) || d == 0) return;
+	fprintf(stderr, "%s: warning: the tracer dropped %llu samples (%.1f%% of %llu): allocated "
+		"and live totals are underestimated\n", prog, (unsigned long long)d,
+		100.0 * (double)d / (double)(d + samples), (unsigned long long)(d + samples));
+}
+
 hv_heap *hv_cli_load(const char *prog, const char *path, const hv_options *opt)
 {
 	char *err = NULL;
 	hv_heap *h = hv_load(path, opt, &err);
 	if (!h) fprintf(stderr, "%s: %s\n", prog, err ? err : "cannot read trace");
+	else hv_cli_warn_drops(prog, hv_info(h), hv_total(h)->alloc_events);
 	free(err);
 	return h;
 }

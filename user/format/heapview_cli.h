@@ -25,6 +25,9 @@ int hv_cli_window(const char *prog, const hv_options *opt);
 
 /* hv_load, or NULL after printing "PROG: why". */
 hv_heap *hv_cli_load(const char *prog, const char *path, const hv_options *opt);
+/* A warning on stderr when the trace says its tracer dropped samples (memtraced's "drops: N"
+ * in the context string), with the share lost out of those and the `samples` the trace has. */
+void hv_cli_warn_drops(const char *prog, const mt_trace_info *info, uint64_t samples);
 
 /* A byte count for a table: exact ("1234") when raw, else human ("1.2 KiB"). buf holds 32
  * chars. */

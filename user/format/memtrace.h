@@ -65,6 +65,14 @@ mt_writer *mt_writer_open(int fd, const mt_trace_info *info, mt_locations_fn loc
 int64_t mt_writer_alloc(mt_writer *w, uint64_t time_us, uint64_t length_words,
 			uint64_t nsamples, enum mt_source source, const uint64_t *backtrace,
 			size_t backtrace_len);
+/* Rewrites packet 0's context string in place, with one of the same length (a field the
+ * writer of the trace keeps at a fixed width, such as memtraced's "drops: N" counted up to the
+ * end of the trace). Only on a file the writer could seek when it opened it: -1 with errno
+ * ESPIPE on a pipe, EINVAL when the length differs. */
+int mt_writer_set_context(mt_writer *w, const char *context);
+/* memtraced's convention: a context string with "drops: N" (samples the tracer lost), as of
+ * the end of the trace. 1 and *drops when the context says so, 0 when it does not. */
+int mt_context_drops(const char *context, uint64_t *drops);
 int mt_writer_promote(mt_writer *w, uint64_t time_us, uint64_t id);
 int mt_writer_collect(mt_writer *w, uint64_t time_us, uint64_t id);
 /* Writes what is buffered (location packets, then the events packet) with one write() per

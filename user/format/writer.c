@@ -41,6 +41,10 @@ struct mt_writer {
 	uint64_t next_id;
 	uint64_t last_time; /* clamp baseline: no event is written before it */
 	uint64_t bytes_written;
+	/* Where packet 0's context string is in the file (-1: not seekable), and its length: for
+	 * mt_writer_set_context. */
+	int64_t context_off;
+	size_t context_len;
 
 	/* The current events packet. */
 	uint64_t pkt_begin, pkt_end, pkt_id_begin;
@@ -237,6 +241,7 @@ mt_writer *mt_writer_open(int fd, const mt_trace_info *info, mt_locations_fn loc
 	w->fd = fd;
 	struct stat st;
 	w->regular_file = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+	off_t start = w->regular_file ? lseek(fd, 0, SEEK_CUR) : -1;
 	w->locations = locations;
 	w->ctx = ctx;
 	w->pid = info->pid;
@@ -257,7 +262,10 @@ mt_writer *mt_writer_open(int fd, const mt_trace_info *info, mt_locations_fn loc
 	pos += put_cstr(p + pos, info->ocaml_runtime_params, INFO_STRING_MAX);
 	mt_put_u64(p + pos, info->pid);
 	pos += 8;
+	size_t context_pos = pos;
 	pos += put_cstr(p + pos, info->context, INFO_STRING_MAX);
+	w->context_len = pos - context_pos - 1; /* without the NUL */
+	w->context_off = start >= 0 ? (int64_t)start + (int64_t)context_pos : -1;
 	put_header(p, pos, info->start_time_us, info->start_time_us, info->pid, MT_VERIFY_NONE, 0,
 		   0, 0, 0);
 	if (write_all(w, p, pos) < 0) {
@@ -269,6 +277,23 @@ mt_writer *mt_writer_open(int fd, const mt_trace_info *info, mt_locations_fn loc
 	}
 	start_packet(w, info->start_time_us, 1);
 	return w;
+}
+
+int mt_writer_set_context(mt_writer *w, const char *context)
+{
+	if (!w || !context) return -1;
+	size_t len = strlen(context);
+	if (len != w->context_len) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (w->context_off < 0) {
+		errno = ESPIPE;
+		return -1;
+	}
+	/* One pwrite at the string's place in packet 0: the file offset of the stream stays. */
+	ssize_t n = pwrite(w->fd, context, len, (off_t)w->context_off);
+	return n == (ssize_t)len ? 0 : -1;
 }
 
 int64_t mt_writer_alloc(mt_writer *w, uint64_t time_us, uint64_t length_words,
@@ -378,3 +403,15 @@ const char *mt_writer_error(const mt_writer *w)
 uint64_t mt_writer_next_id(const mt_writer *w) { return w ? w->next_id : 0; }
 
 uint64_t mt_writer_bytes_written(const mt_writer *w) { return w ? w->bytes_written : 0; }
+
+int mt_context_drops(const char *context, uint64_t *drops)
+{
+	const char *p = context ? strstr(context, "drops: ") : NULL;
+	if (!p) return 0;
+	p += 7;
+	if (*p < '0' || *p > '9') return 0;
+	uint64_t v = 0;
+	for (; *p >= '0' && *p <= '9'; p++) v = v * 10 + (uint64_t)(*p - '0');
+	*drops = v;
+	return 1;
+}

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "heapview_cli.h"
 #include "memtrace.h"
 
 static const char *progname = "memtrace-dump";
@@ -295,6 +296,7 @@ int main(int argc, char **argv)
 		status = 1;
 	} else {
 		print_summary(&sum);
+		hv_cli_warn_drops(progname, info, sum.alloc);
 		if (sum.unknown_codes) {
 			printf("error: %" PRIu64 " backtrace slots use location codes that no earlier "
 			       "location event describes\n", sum.unknown_codes);

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "heapview_cli.h"
 #include "memtrace.h"
 
 #define PROG "memtrace-filter"
@@ -141,9 +142,11 @@ int main(int argc, char **argv)
 	struct idmap ids = {0};
 	mt_event ev;
 	int rc, status = 0;
+	uint64_t allocs = 0;
 	while ((rc = mt_reader_next(r, &ev)) == 1) {
 		int wrc = 0;
 		if (ev.type == MT_EV_ALLOC) {
+			allocs++;
 			uint64_t dt = ev.time_us - start, new_id = DROPPED;
 			if (dt >= from && dt < to) {
 				int64_t id = mt_writer_alloc(w, ev.time_us, ev.length, ev.nsamples,
@@ -172,6 +175,8 @@ int main(int argc, char **argv)
 	if (rc < 0) {
 		fprintf(stderr, PROG ": %s: %s\n", in, mt_reader_error(r));
 		status = 1;
+	} else {
+		hv_cli_warn_drops(PROG, mt_reader_info(r), allocs);
 	}
 	/* Close the writer in every case: what was read so far becomes a valid trace. */
 	if (mt_writer_close(w) < 0 && status == 0) {

@@ -20,8 +20,13 @@ struct trace_out {
 	uint64_t collects;
 	int fd;
 	uint64_t good_bytes; /* the file's length after the last call that succeeded: whole packets */
+	char context[512];   /* packet 0's context string, its drops field at a fixed width */
 	char error[256];
 };
+
+/* The drops field of the context string: "drops: N" with N left-aligned in this many
+ * characters, so that the count as of the end can be written over it in place. */
+#define DROPS_WIDTH 20
 
 static uint64_t clock_ns(clockid_t id)
 {
@@ -56,6 +61,7 @@ struct trace_out *trace_out_open(int fd, const struct trace_out_info *info,
 	char host[256], context[512];
 	mt_trace_info ti;
 	trace_out_fill_info(info, o->wall_us0, &ti, host, sizeof host, context, sizeof context);
+	snprintf(o->context, sizeof o->context, "%s", context);
 	o->fd = fd;
 	o->w = mt_writer_open(fd, &ti, locations, loc_ctx);
 	if (!o->w) {
@@ -72,8 +78,8 @@ void trace_out_fill_info(const struct trace_out_info *info, uint64_t start_us, m
 {
 	if (gethostname(host, hostlen - 1) < 0) host[0] = '\0';
 	host[hostlen - 1] = '\0';
-	snprintf(context, contextlen, "memtraced %s; allocator %s; drops: %llu",
-		 MEMTRACED_VERSION, info->allocator && *info->allocator ? info->allocator : "unknown",
+	snprintf(context, contextlen, "memtraced %s; allocator %s; drops: %-*llu", MEMTRACED_VERSION,
+		 info->allocator && *info->allocator ? info->allocator : "unknown", DROPS_WIDTH,
 		 (unsigned long long)info->drops);
 	*ti = (mt_trace_info){
 		.sample_rate = info->rate,
@@ -85,6 +91,16 @@ void trace_out_fill_info(const struct trace_out_info *info, uint64_t start_us, m
 		.context = context,
 		.start_time_us = start_us,
 	};
+}
+
+int trace_out_set_drops(struct trace_out *o, uint64_t drops)
+{
+	char *field = strstr(o->context, "drops: ");
+	if (!field || strlen(field + 7) != DROPS_WIDTH) return -1;
+	char num[DROPS_WIDTH + 1];
+	snprintf(num, sizeof num, "%-*llu", DROPS_WIDTH, (unsigned long long)drops);
+	memcpy(field + 7, num, DROPS_WIDTH);
+	return mt_writer_set_context(o->w, o->context);
 }
 
 uint64_t trace_out_time_us(struct trace_out *o, uint64_t mono_ns)

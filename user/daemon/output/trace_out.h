@@ -34,6 +34,9 @@ uint64_t trace_out_time_us(struct trace_out *o, uint64_t mono_ns);
 int64_t trace_out_alloc(struct trace_out *o, uint64_t mono_ns, uint64_t bytes, uint64_t nsamples,
 			const uint64_t *backtrace, size_t n);
 int trace_out_collect(struct trace_out *o, uint64_t mono_ns, uint64_t id);
+/* Writes the drops counted up to now over the context string's drops field in packet 0, so the
+ * file says how many samples were lost as of its end (a regular file only). 0, or -1. */
+int trace_out_set_drops(struct trace_out *o, uint64_t drops);
 /* Flushes if the last flush is a second old or more (call it often). < 0 on a write error. */
 int trace_out_tick(struct trace_out *o);
 /* Final flush; frees o. < 0 if any write failed (message in err): then the file is cut back

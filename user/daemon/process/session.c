@@ -330,8 +330,8 @@ struct session *session_begin(const struct session_opts *o, char *err, size_t er
 			}
 		}
 	}
-	struct tracer_opts topts = {
-		.rate = o->rate, .stack_bytes = o->stack_bytes, .floor = o->floor};
+	struct tracer_opts topts = {.rate = o->rate, .stack_bytes = o->stack_bytes,
+				    .ringbuf_bytes = o->ring_bytes, .floor = o->floor};
 	if (!s->tracer) s->tracer = tracer_open(o->pid, o->sites, &topts, e, sizeof e);
 	if (!s->tracer) {
 		set_err(err, errlen, "cannot attach to PID %d: %s", (int)o->pid, e);
@@ -476,6 +476,8 @@ int session_finish(struct session *s)
 	else tracer_close(s->tracer);
 	s->tracer = NULL;
 	if (s->out) {
+		/* the file says how many samples were lost, as of its end */
+		trace_out_set_drops(s->out, total_drops(&s->final_stats));
 		/* keep the counts the summary needs before the writer goes away */
 		struct trace_out *out = s->out;
 		s->written_allocs = trace_out_allocs(out);

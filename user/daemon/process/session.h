@@ -17,6 +17,7 @@ struct session_opts {
 	pid_t pid;
 	double rate;
 	unsigned stack_bytes;
+	unsigned ring_bytes;     /* 0: the tracer's default */
 	bool floor;              /* empty probes only: no unwinding, no trace (benchmarks) */
 	bool spawned;            /* pid is a child held before its exec (-- CMD) */
 	int out_fd;              /* the trace file, open for writing (ignored with floor/no_trace) */

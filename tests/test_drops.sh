@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# No silent loss in a file (BPF; root needed): a trace whose tracer dropped samples says how
+# many, as of its end (the context string's "drops: N", written over in place when the trace
+# is closed), and every tool warns with the share lost; a trace without drops gives no warning.
+source "$(dirname "$0")/lib/test.sh"
+
+MT=$BIN/memtraced
+SITES=$TARGETS/sites
+for p in "$MT" "$SITES" "$BIN/memtrace-dump" "$BIN/memtrace-report" "$BIN/memtrace-filter"; do
+	[ -x "$p" ] || { fail drops_built "missing $p (run make)"; exit 0; }
+done
+if ! bpf_ready; then
+	skip drops_bpf "needs root and /sys/kernel/btf/vmlinux"
+	exit 0
+fi
+
+# A small ring buffer at rate 1: the burst cannot fit, samples are dropped.
+"$MT" --rate 1 --ring-size 131072 -o "$TMP/d.ctf" -- "$SITES" run 300 >/dev/null 2>"$TMP/d.err"
+rc=$?
+sum=$(grep -E 'dropped: [0-9]+ ring buffer' "$TMP/d.err" | tail -1)
+ring=$(printf '%s' "$sum" | sed -nE 's/.*dropped: ([0-9]+) ring buffer, ([0-9]+) live map full, ([0-9]+) stack copy.*/\1/p')
+total=$(printf '%s' "$sum" | sed -nE 's/.*dropped: ([0-9]+) ring buffer, ([0-9]+) live map full, ([0-9]+) stack copy.*/\1 \2 \3/p' | awk '{ print $1 + $2 + $3 }')
+echo "# summary: $ring ring-buffer drops, $total in all"
+if [ "$rc" = 0 ] && [ -n "$ring" ] && [ "$ring" -gt 0 ]; then pass drops_happened
+else fail drops_happened "exit $rc, no drop: $(tail -n 1 "$TMP/d.err")"; fi
+"$BIN/memtrace-dump" "$TMP/d.ctf" >"$TMP/d.dump" 2>"$TMP/dump.err"
+if grep -q "^info context=\".*drops: $total *\"$" "$TMP/d.dump"; then pass drops_in_the_file_as_of_its_end
+else fail drops_in_the_file_as_of_its_end "summary $total, file: $(grep context "$TMP/d.dump")"; fi
+for tool in dump report filter; do
+	case $tool in
+	dump) "$BIN/memtrace-dump" --summary-only "$TMP/d.ctf" >/dev/null 2>"$TMP/$tool.err" ;;
+	report) "$BIN/memtrace-report" "$TMP/d.ctf" >/dev/null 2>"$TMP/$tool.err" ;;
+	filter) "$BIN/memtrace-filter" "$TMP/d.ctf" "$TMP/f.ctf" >/dev/null 2>"$TMP/$tool.err" ;;
+	esac
+	if grep -qE "warning: the tracer dropped $total samples \([0-9.]+% of [0-9]+\)" "$TMP/$tool.err"; then
+		pass "drops_warned_by_$tool"
+	else fail "drops_warned_by_$tool" "$(head -c 300 "$TMP/$tool.err")"; fi
+done
+if "$BIN/memtrace-dump" "$TMP/f.ctf" 2>/dev/null | grep -q "^info context=\".*drops: $total *\"$"; then
+	pass drops_kept_by_filter
+else fail drops_kept_by_filter "$("$BIN/memtrace-dump" "$TMP/f.ctf" 2>&1 | grep context)"; fi
+
+# No drop: no warning.
+"$MT" --rate 1e-3 -o "$TMP/n.ctf" -- "$SITES" run 100 >/dev/null 2>"$TMP/n.err"
+"$BIN/memtrace-report" "$TMP/n.ctf" >/dev/null 2>"$TMP/nr.err"
+if grep -q 'dropped: 0 ring buffer, 0 live map full, 0 stack copy' "$TMP/n.err" && ! grep -q warning "$TMP/nr.err"; then
+	pass no_drops_no_warning
+else fail no_drops_no_warning "$(tail -n 1 "$TMP/n.err"; cat "$TMP/nr.err")"; fi
+exit 0

@@ -164,4 +164,18 @@ touch "$TMP/w4/stop"; wait $wpid; w4_rc=$?
 if [ "$mrc" = 0 ] && [ "$alive" = yes ] && [ "$w4_rc" = 3 ] && cmp -s "$TMP/w1.out" "$TMP/w4.out" &&
 	"$DUMP" --summary-only "$TMP/w4.ctf" >/dev/null 2>&1; then pass attach_sigint_detaches
 else fail attach_sigint_detaches "memtraced exit $mrc, target alive $alive, target exit $w4_rc; $(tail -n 2 "$TMP/w4.err" | tr '\n' ' ')"; fi
+# -o /dev/null: traced, nothing renamed or removed beside the device, even across an exec.
+"$MT" --rate 1e-3 -o /dev/null -- sh -c 'exec "$0" "$@"' "$SITES" run 10 >/dev/null 2>"$TMP/null.err"
+rc=$?
+if [ "$rc" = 0 ] && [ -c /dev/null ] && ! ls /dev/null.* >/dev/null 2>&1 && grep -q 'trace /dev/null' "$TMP/null.err"; then
+	pass output_dev_null
+else fail output_dev_null "exit $rc: $(tail -n 2 "$TMP/null.err" | tr '\n' ' ')"; fi
+
+# A program started through a link is named as it was started: NAME (EXECUTABLE).
+ln -s "$SITES" "$TMP/my-server"
+"$MT" --rate 1e-3 -o "$TMP/named.ctf" -- "$TMP/my-server" run 10 >/dev/null 2>"$TMP/named.err"
+if grep -q "tracing PID [0-9]* (my-server ($SITES))" "$TMP/named.err" &&
+	"$DUMP" "$TMP/named.ctf" 2>/dev/null | grep -q "^info executable_name=\"my-server ($SITES)\"$"; then
+	pass program_named_as_started
+else fail program_named_as_started "$(head -n 1 "$TMP/named.err")"; fi
 exit 0

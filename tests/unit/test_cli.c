@@ -71,5 +71,12 @@ int main(void)
 					    strstr(err, "--snapshot-dir"));
 	CHECK("none_needs_dir", PARSE(&o, err, "-p", "1", "-o", "none") == CLI_ERROR);
 	CHECK("pid_twice", PARSE(&o, err, "-p", "1", "-p", "1") == CLI_ERROR && strstr(err, "twice"));
+	CHECKF("pids_in_one_list_say_how", PARSE(&o, err, "-p", "111", "222") == CLI_ERROR &&
+	       strstr(err, "-p 111 -p 222"), "%s", err);
+	CHECK("ring_size", PARSE(&o, err, "--ring-size", "1048576", "-p", "1") == CLI_OK &&
+	      o.ring_bytes == 1048576);
+	CHECK("ring_size_not_pow2", PARSE(&o, err, "--ring-size", "100000", "-p", "1") == CLI_ERROR &&
+	      strstr(err, "power of two"));
+	CHECK("hold_exec", PARSE(&o, err, "--hold-exec", "-p", "1") == CLI_OK && o.hold_exec);
 	return CHECK_DONE();
 }

@@ -307,6 +307,12 @@ static enum cli_result parse_option(int c, char **argv, struct cli_opts *o, stru
 static enum cli_result check_combination(const struct cli_opts *o, const struct cli_seen *seen,
 					 char *err, size_t errlen)
 {
+	if (seen->pid && o->cmd && o->cmd[0][0] && strspn(o->cmd[0], "0123456789") == strlen(o->cmd[0])) {
+		set_err(err, errlen, "'%s' after -p %d: give several processes each with its own -p "
+			"(-p %d -p %s)", o->cmd[0], (int)o->pids[o->npids - 1], (int)o->pids[o->npids - 1],
+			o->cmd[0]);
+		return CLI_ERROR;
+	}
 	if (seen->pid && o->cmd) {
 		set_err(err, errlen, "give either -p PID or -- CMD, not both");
 		return CLI_ERROR;

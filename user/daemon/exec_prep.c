@@ -99,6 +99,7 @@ void exec_prep_on_exec(void *prep, pid_t pid, uint64_t stop_ns)
 	e->owner = p;
 	e->stop_ns = stop_ns;
 	target_exe_path(pid, e->exe, sizeof e->exe);
+	target_program_name(pid, NULL, e->exe, e->name, sizeof e->name);
 	/* The new image is mapped but its ld.so has not loaded the libraries yet: resolve them
 	 * the way it will. */
 	if (!e->exe[0]) snprintf(e->err, sizeof e->err, "its executable cannot be read");

@@ -21,6 +21,7 @@ struct exec_prepared {
 	pid_t pid;
 	uint64_t stop_ns;        /* CLOCK_MONOTONIC of the exec-stop */
 	char exe[4096];
+	char name[4096];         /* as it was started (target_program_name) */
 	struct alloc_sites sites;
 	struct session *s;       /* begun (process/session.h): probes attached, records queued;
 				    NULL when it could not be: err says why */

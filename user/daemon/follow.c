@@ -67,6 +67,7 @@ static bool resolve_exec_chain(struct targets *ts, struct target *n, unsigned *s
 static bool move_trace_aside(struct targets *ts, struct target *t)
 {
 	if (ts->o->no_trace || ts->o->probe_floor || t->out_fd < 0) return true;
+	if (!t->out_regular) return false; /* /dev/null or a FIFO: never renamed */
 	char aside[4096];
 	if (cli_exec_output_path(t->base_path, t->execs, aside, sizeof aside) < 0) return false;
 	if (rename(t->out_path, aside) < 0) {
@@ -100,6 +101,7 @@ static void follow_exec(struct targets *ts, struct target *t, uint64_t exec_ns)
 	struct exec_prepared *pe = t->hold ? exec_prep_take(ts->prep, t->pid, 2000) : NULL;
 	if (pe) {
 		snprintf(n->exe, sizeof n->exe, "%s", pe->exe);
+		snprintf(n->name, sizeof n->name, "%s", pe->name);
 		n->sites = pe->sites;
 		n->begun = pe->s;
 		pe->s = NULL;
@@ -107,10 +109,15 @@ static void follow_exec(struct targets *ts, struct target *t, uint64_t exec_ns)
 		if (!ok) snprintf(err, sizeof err, "%s", pe->err);
 	} else {
 		ok = resolve_exec_chain(ts, n, &skipped, err, sizeof err);
+		if (ok) target_program_name(n->pid, NULL, n->exe, n->name, sizeof n->name);
 	}
 	n->execs = t->execs + 1 + skipped;
-	if (ok && !move_trace_aside(ts, t) &&
-	    cli_exec_output_path(n->base_path, n->execs, n->out_path, sizeof n->out_path) < 0) {
+	if (ok && !t->out_regular && t->out_fd >= 0) {
+		/* /dev/null or a FIFO: the new program writes there too (nothing is renamed or
+		 * created beside a device) */
+		snprintf(n->out_path, sizeof n->out_path, "%s", t->out_path);
+	} else if (ok && !move_trace_aside(ts, t) &&
+		   cli_exec_output_path(n->base_path, n->execs, n->out_path, sizeof n->out_path) < 0) {
 		snprintf(err, sizeof err, "the trace file name is too long");
 		ok = false;
 	}
@@ -164,6 +171,7 @@ static void follow_fork(struct targets *ts, pid_t parent, pid_t child)
 	bool ok = target_check_pid(child, err, sizeof err) == 0;
 	if (ok) {
 		target_exe_path(child, n->exe, sizeof n->exe);
+		target_program_name(child, NULL, n->exe, n->name, sizeof n->name);
 		ok = alloc_sites_for_pid(child, &n->sites, err, sizeof err) == 0;
 	}
 	if (ok && target_prepare_outputs(ts, n) != 0) {

@@ -86,6 +86,7 @@ static int setup_command(struct targets *ts, struct spawned *sp)
 	else msg_warn("%s: traced without holding it: what it runs after an exec may be missed at first",
 		      err);
 	if (!realpath(sp->exe, t->exe)) snprintf(t->exe, sizeof t->exe, "%s", sp->exe);
+	target_program_name(t->pid, ts->o->cmd[0], t->exe, t->name, sizeof t->name);
 	if (alloc_sites_for_exec(sp->exe, t->pid, &t->sites, err, sizeof err) < 0) {
 		msg_error("cannot find the allocator of '%s': %s", sp->exe, err);
 		return 1;
@@ -104,6 +105,7 @@ static int setup_pids(struct targets *ts)
 			return 1;
 		}
 		target_exe_path(t->pid, t->exe, sizeof t->exe);
+		target_program_name(t->pid, NULL, t->exe, t->name, sizeof t->name);
 		/* a process that has just started may not have loaded its libraries yet: its
 		 * ld.so is still at work for a few ms (for 1 s at most, we look again) */
 		int rc;

@@ -64,7 +64,9 @@ void targets_drop_finished(struct targets *ts, bool *all_ok)
 }
 
 /* Opens (creates or truncates) the trace file before anything is attached, with exactly the
- * permissions `mode` (fchmod: neither the umask nor an older file's mode changes them). */
+ * permissions `mode` (fchmod: neither the umask nor an older file's mode changes them). A
+ * character device or a FIFO (-o /dev/null, a pipe to a reader) is written as it is: no mode
+ * is set on it. */
 static int open_output(const char *path, unsigned mode, char *err, size_t errlen)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
@@ -73,12 +75,13 @@ static int open_output(const char *path, unsigned mode, char *err, size_t errlen
 		return -1;
 	}
 	struct stat st;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "cannot write the trace file '%.3000s': not a regular file", path);
+	if (fstat(fd, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
+		snprintf(err, errlen, "cannot write the trace file '%.3000s': not a regular file, a "
+			 "character device or a FIFO", path);
 		close(fd);
 		return -1;
 	}
-	if (fchmod(fd, mode) < 0) {
+	if (S_ISREG(st.st_mode) && fchmod(fd, mode) < 0) {
 		snprintf(err, errlen, "cannot set mode %04o on the trace file '%.3000s': %s", mode, path,
 			 strerror(errno));
 		close(fd);
@@ -112,6 +115,8 @@ int target_prepare_outputs(struct targets *ts, struct target *t)
 			msg_error("%s", err);
 			return 1;
 		}
+		struct stat st;
+		t->out_regular = fstat(t->out_fd, &st) == 0 && S_ISREG(st.st_mode);
 	}
 	return 0;
 }
@@ -134,7 +139,7 @@ static void say_tracing(const struct targets *ts, const struct target *t)
 		snprintf(attached, sizeof attached, ", attached in %.1f ms",
 			 (trace_out_mono_now_ns() - ts->start_ns) / 1e6);
 	msg_info("tracing PID %d (%s), allocator %s, rate %g, %s%s%s%s", (int)t->pid,
-		 t->exe[0] ? t->exe : "?", t->sites.allocator[0] ? t->sites.allocator : "unknown",
+		 t->name[0] ? t->name : t->exe[0] ? t->exe : "?", t->sites.allocator[0] ? t->sites.allocator : "unknown",
 		 o->rate, what, t->snap ? ", snapshots in " : "", t->snap ? snapshot_dir(t->snap) : "",
 		 attached);
 	if (t->sites.notes[0]) msg_note("%s", t->sites.notes);
@@ -148,7 +153,7 @@ int target_start_session(struct targets *ts, struct target *t, bool before_exec,
 		.pid = t->pid, .rate = o->rate, .stack_bytes = o->stack_bytes,
 		.ring_bytes = o->ring_bytes, .floor = o->probe_floor,
 		.out_fd = t->out_fd, .no_trace = o->no_trace, .trace_optional = t->snap != NULL,
-		.executable = t->exe, .sites = &t->sites, .spawned = before_exec,
+		.executable = t->name[0] ? t->name : t->exe, .sites = &t->sites, .spawned = before_exec,
 		.exec_time = ts->lc ? exec_time_of : NULL, .exec_ctx = ts->lc};
 	if (t->begun) { /* prepared while the process was held at its exec */
 		t->s = t->begun;
@@ -211,7 +216,7 @@ void target_release_outputs(struct targets *ts, struct target *t, bool remove_ou
 			msg_error("closing '%s': %s", t->out_path, strerror(errno));
 			t->ok = false;
 		}
-		if (remove_output) unlink(t->out_path);
+		if (remove_output && t->out_regular) unlink(t->out_path);
 	}
 	t->out_fd = -1;
 	if (t->snap) snapshot_close(t->snap);
@@ -233,7 +238,7 @@ static void note_trace(struct targets *ts, struct target *t, enum finish_why why
 	if (ts->o->no_trace || ts->o->probe_floor || t->out_fd < 0) return;
 	struct session_totals tot;
 	session_get_totals(t->s, &tot);
-	if (why == FINISH_EXEC && tot.written_allocs == 0) {
+	if (why == FINISH_EXEC && tot.written_allocs == 0 && t->out_regular) {
 		if (unlink(t->out_path) == 0)
 			msg_info("PID %d: %s allocated nothing sampled: its trace %s is not kept", (int)t->pid,
 				 t->exe[0] ? base_name(t->exe) : "?", t->out_path);
@@ -250,7 +255,8 @@ static void note_trace(struct targets *ts, struct target *t, enum finish_why why
 	r->pid = t->pid;
 	r->samples = tot.written_allocs;
 	snprintf(r->path, sizeof r->path, "%s", t->out_path);
-	snprintf(r->program, sizeof r->program, "%.255s", t->exe[0] ? base_name(t->exe) : "?");
+	snprintf(r->program, sizeof r->program, "%.255s",
+		 t->name[0] ? t->name : t->exe[0] ? base_name(t->exe) : "?");
 }
 
 void targets_print_traces(const struct targets *ts)

@@ -18,9 +18,12 @@
 struct target {
 	pid_t pid;
 	char exe[4096];
+	char name[4096];      /* the program as it was started (target_program_name) */
 	struct alloc_sites sites; /* the session points into it: lives as long as the session */
 	char out_path[4096];
 	int out_fd;
+	bool out_regular;     /* out_path is a regular file of ours (not /dev/null or a FIFO): it
+				 may be renamed or removed */
 	struct snapshotter *snap;
 	struct session *s;
 	int pidfd;

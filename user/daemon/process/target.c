@@ -249,3 +249,23 @@ int target_exit_status(int wstatus)
 	if (WIFSIGNALED(wstatus)) return 128 + WTERMSIG(wstatus);
 	return 1;
 }
+
+void target_program_name(pid_t pid, const char *argv0, const char *exe, char *buf, size_t len)
+{
+	char cmd[256] = "";
+	if (!argv0) {
+		char path[64];
+		snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			ssize_t n = read(fd, cmd, sizeof cmd - 1);
+			cmd[n > 0 ? n : 0] = '\0'; /* the first NUL ends argv0 */
+			close(fd);
+		}
+		argv0 = cmd;
+	}
+	const char *name = strrchr(argv0, '/') ? strrchr(argv0, '/') + 1 : argv0;
+	const char *base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
+	if (!*name || !*exe || strcmp(name, base) == 0) snprintf(buf, len, "%s", exe);
+	else snprintf(buf, len, "%.200s (%.3800s)", name, exe);
+}

@@ -14,6 +14,10 @@ int target_check_pid(pid_t pid, char *err, size_t errlen);
 
 /* The executable's path (readlink /proc/PID/exe), or "" if unknown. */
 void target_exe_path(pid_t pid, char *buf, size_t len);
+/* The program as it was started: exe, or "NAME (exe)" when the name it was started by (argv0:
+ * the first word of /proc/PID/cmdline when argv0 is NULL) is not exe's file name (a link:
+ * Debian's redis-server is redis-check-rdb; an interpreter started as python3). */
+void target_program_name(pid_t pid, const char *argv0, const char *exe, char *buf, size_t len);
 
 /* A command forked and held before its execv until target_release(). */
 struct spawned {

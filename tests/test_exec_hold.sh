@@ -82,7 +82,7 @@ if [ -x "$PY" ]; then
 	direct=$(calls "$TMP/py_direct.ctf" "$TMP/py_direct.err")
 	shimmed=$(calls "$TMP/py.ctf" "$TMP/py.err")
 	echo "# python: $direct allocation calls traced directly, $shimmed behind the shim"
-	if "$DUMP" "$TMP/py.ctf" 2>/dev/null | grep -q '^info executable_name=".*python3[.0-9]*"$'; then
+	if "$DUMP" "$TMP/py.ctf" 2>/dev/null | grep -q '^info executable_name=".*python3[.0-9]*)\{0,1\}"$'; then
 		pass python_shim_trace_names_python
 	else fail python_shim_trace_names_python "$("$DUMP" "$TMP/py.ctf" 2>&1 | grep executable_name)"; fi
 	if [ -n "$direct" ] && [ -n "$shimmed" ] && [ "$direct" -gt 500 ] &&

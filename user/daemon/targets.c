@@ -255,8 +255,10 @@ static void note_trace(struct targets *ts, struct target *t, enum finish_why why
 	r->pid = t->pid;
 	r->samples = tot.written_allocs;
 	snprintf(r->path, sizeof r->path, "%s", t->out_path);
+	/* "redis-server (/usr/bin/redis-check-rdb)" when started by another name, else the file */
+	bool renamed = t->name[0] && strcmp(t->name, t->exe) != 0;
 	snprintf(r->program, sizeof r->program, "%.255s",
-		 t->name[0] ? t->name : t->exe[0] ? base_name(t->exe) : "?");
+		 renamed ? t->name : t->exe[0] ? base_name(t->exe) : "?");
 }
 
 void targets_print_traces(const struct targets *ts)

@@ -53,8 +53,17 @@ else pass flamegraph_svg_self_contained; fi
 for f in alloc_big leak_site small_site helper work main; do
 	grep -q "data-n=\"$f\"" "$svg" || { fail flamegraph_svg_frames "no frame $f"; break; }
 done && pass flamegraph_svg_frames
-if "$FG" "$TMP/fx/main.ctf" 2>/dev/null; then fail flamegraph_needs_output "wrote SVG without -o"
-else pass flamegraph_needs_output; fi
+# Without -o the SVG goes to standard output (memtrace-flamegraph FILE > x.svg)...
+"$FG" "$TMP/fx/main.ctf" -o "$TMP/fx/o.svg" 2>/dev/null
+if "$FG" "$TMP/fx/main.ctf" >"$TMP/fx/stdout.svg" 2>/dev/null && cmp -s "$TMP/fx/o.svg" "$TMP/fx/stdout.svg"; then
+	pass flamegraph_svg_to_stdout_without_o
+else fail flamegraph_svg_to_stdout_without_o "standard output differs from -o"; fi
+# ... but not onto a terminal
+if command -v script >/dev/null; then
+	script -qec "$FG $TMP/fx/main.ctf" /dev/null >"$TMP/fx/tty.out" 2>&1; trc=$?
+	if [ "$trc" = 2 ] && grep -q 'standard output is a terminal' "$TMP/fx/tty.out"; then pass flamegraph_no_svg_on_a_terminal
+	else fail flamegraph_no_svg_on_a_terminal "exit $trc: $(head -c 200 "$TMP/fx/tty.out")"; fi
+fi
 
 # Malformed traces: rejected with the reader's message.
 bad=0

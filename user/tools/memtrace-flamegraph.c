@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -417,11 +418,11 @@ static int write_svg(FILE *out, const flame *f, const char *title, const char *s
 
 static void usage(FILE *f)
 {
-	fputs("usage: memtrace-flamegraph [options] TRACE.ctf -o OUT.svg\n"
+	fputs("usage: memtrace-flamegraph [options] TRACE.ctf [-o OUT.svg]\n"
 	      "       memtrace-flamegraph [options] TRACE.ctf --folded [-o OUT.txt]\n"
 	      "  --alloc            bytes allocated per call context (default)\n"
 	      "  --live             bytes still live at the end of the trace (or of --to)\n"
-	      "  -o, --output FILE  where to write (\"-\" = standard output)\n"
+	      "  -o, --output FILE  where to write (default and \"-\": standard output)\n"
 	      "  --folded           collapsed stacks \"frame;frame;frame bytes\" instead of SVG\n"
 	      "  --lines            frame labels carry file:line (\"function (file:line)\")\n"
 	      "  --from SEC, --to SEC  time window in seconds since trace start\n"
@@ -461,8 +462,11 @@ int main(int argc, char **argv)
 	if (hv_cli_operands(PROG, argc - optind, 1, "one trace file", usage) < 0 ||
 	    hv_cli_window(PROG, &opt) < 0)
 		return 2;
-	if (!output && !folded) {
-		fprintf(stderr, PROG ": say where the SVG goes: -o OUT.svg (or -o - for stdout)\n");
+	/* without -o the SVG (or the folded stacks) goes to standard output, unless that is a
+	 * terminal, where an SVG is of no use */
+	if (!output && !folded && isatty(STDOUT_FILENO)) {
+		fprintf(stderr, PROG ": standard output is a terminal: redirect it (> OUT.svg) or give "
+			"-o OUT.svg\n");
 		return 2;
 	}
 	const char *path = argv[optind];

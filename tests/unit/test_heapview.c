@@ -35,7 +35,7 @@
 #define RATE (1.0 / 1024)
 #define SAMPLE_BYTES 8192.0
 
-enum { C_MAIN = 1, C_WORK, C_BIG, C_LEAK, C_HELPER, C_OTHER };
+enum { C_MAIN = 1, C_WORK, C_BIG, C_LEAK, C_HELPER, C_OTHER, C_NODBG_SYM, C_NODBG_ADDR };
 
 static const mt_location L_MAIN[] = { { 10, 0, 0, "main.c", "main" } };
 static const mt_location L_WORK[] = { { 20, 0, 0, "work.c", "work" } };
@@ -45,6 +45,9 @@ static const mt_location L_LEAK[] = { { 40, 0, 0, "leak.c", "leak_site" } };
 static const mt_location L_HELPER[] = { { 50, 0, 0, "helper.c", "helper" },
 					{ 60, 0, 0, "small.c", "small_site" } };
 static const mt_location L_OTHER[] = { { 70, 0, 0, "other.c", "other_path" } };
+/* a binary without debug info: the object as file, line 0 (a symbol, or object+offset) */
+static const mt_location L_NODBG_SYM[] = { { 0, 0, 0, "/usr/bin/prog", "parse_request" } };
+static const mt_location L_NODBG_ADDR[] = { { 0, 0, 0, "/usr/bin/prog", "prog+0x1234" } };
 
 static int locations(void *ctx, uint64_t code, const mt_location **locs)
 {
@@ -55,6 +58,8 @@ static int locations(void *ctx, uint64_t code, const mt_location **locs)
 	case C_LEAK: *locs = L_LEAK; return 1;
 	case C_HELPER: *locs = L_HELPER; return 2;
 	case C_OTHER: *locs = L_OTHER; return 1;
+	case C_NODBG_SYM: *locs = L_NODBG_SYM; return 1;
+	case C_NODBG_ADDR: *locs = L_NODBG_ADDR; return 1;
 	}
 	return -1;
 }
@@ -127,10 +132,26 @@ static int write_snapshot(const char *dir, const char *name, int big, int leak, 
 	return close_trace(w, f);
 }
 
+static const uint64_t BT_NODBG_SYM[] = { C_MAIN, C_NODBG_SYM };
+static const uint64_t BT_NODBG_ADDR[] = { C_MAIN, C_NODBG_ADDR };
+
+/* Sites of a binary without debug info. */
+static int write_nodebug(const char *dir)
+{
+	FILE *f;
+	mt_writer *w = open_trace(dir, "nodebug.ctf", &f);
+	if (!w) return -1;
+	for (int i = 0; i < 10; i++)
+		if (ALLOC(w, START_US + i, 1024, 1, BT_NODBG_SYM) < 0 ||
+		    ALLOC(w, START_US + i, 1024, 3, BT_NODBG_ADDR) < 0) return -1;
+	return close_trace(w, f);
+}
+
 static int write_all(const char *dir)
 {
 	mkdir(dir, 0755);
-	if (write_main(dir) < 0 || write_snapshot(dir, "snapA.ctf", 200, 100, 0) < 0 ||
+	if (write_main(dir) < 0 || write_nodebug(dir) < 0 ||
+	    write_snapshot(dir, "snapA.ctf", 200, 100, 0) < 0 ||
 	    write_snapshot(dir, "snapB.ctf", 150, 400, 10) < 0) {
 		fprintf(stderr, "test_heapview: writing the synthetic traces into %s failed\n", dir);
 		return -1;
@@ -231,6 +252,24 @@ static void check_malformed(void)
 	CHECKF("heapview_malformed_rejected", n > 0 && rejected == n, "%d/%d rejected; accepted:%s", rejected, n, bad);
 }
 
+/* --group line without debug info: the function or object+offset, never FILE:0 for a binary */
+static void check_nodebug(const char *dir)
+{
+	char path[4200], *err = NULL;
+	snprintf(path, sizeof path, "%s/nodebug.ctf", dir);
+	hv_options opt = {.to_s = -1};
+	hv_heap *h = hv_load(path, &opt, &err);
+	free(err);
+	hv_rows r = {0};
+	CHECK("nodebug_group_line", h && hv_group_rows(h, HV_GROUP_LINE, 0, &r) == 0);
+	CHECKF("nodebug_line_falls_back_to_function", r.n == 2 &&
+	       hv_rows_find(&r, "parse_request (/usr/bin/prog)") &&
+	       hv_rows_find(&r, "prog+0x1234 (/usr/bin/prog)") && !hv_rows_find(&r, "/usr/bin/prog:0"),
+	       "%zu rows, first '%s'", r.n, r.n ? r.rows[0].key : "-");
+	hv_rows_free(&r);
+	hv_free(h);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "--write")) return write_all(argv[2]) < 0 ? 1 : 0;
@@ -238,6 +277,7 @@ int main(int argc, char **argv)
 	if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
 	CHECK("heapview_write_fixtures", write_all(dir) == 0);
 	check_main(dir);
+	check_nodebug(dir);
 	check_malformed();
 	CHECK("heapview_objects_rate1", hv_sample_objects(&(mt_trace_info){ .sample_rate = 1 }, 5, MT_SOURCE_MINOR) == 1);
 	char cmd[4200];

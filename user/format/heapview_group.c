@@ -42,6 +42,9 @@ char *hv_group_key(const hv_heap *h, uint32_t ctx, enum hv_group g)
 		const mt_location *loc = site_location(h, ctx);
 		if (!loc) fprintf(f, "<noloc %#llx>", (unsigned long long)hv_context_code(h, ctx));
 		else if (g == HV_GROUP_FUNCTION) fputs(hv_defname(loc), f);
+		/* no line (no debug info: the object's path and line 0): the function, or the
+		 * object+offset the tracer named it by, never FILE:0 for a whole binary */
+		else if (loc->line == 0) fprintf(f, "%s (%s)", hv_defname(loc), hv_filename(loc));
 		else fprintf(f, "%s:%u", hv_filename(loc), loc->line);
 	} else {
 		/* allocation site first; inlined locations of one frame innermost first */

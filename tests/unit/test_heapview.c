@@ -35,7 +35,8 @@
 #define RATE (1.0 / 1024)
 #define SAMPLE_BYTES 8192.0
 
-enum { C_MAIN = 1, C_WORK, C_BIG, C_LEAK, C_HELPER, C_OTHER, C_NODBG_SYM, C_NODBG_ADDR };
+enum { C_MAIN = 1, C_WORK, C_BIG, C_LEAK, C_HELPER, C_OTHER, C_NODBG_SYM, C_NODBG_ADDR,
+       C_MALLOC, C_CALLER1, C_CALLER2, C_CALLER3, C_UNNAMED_WRAP, C_UNNAMED_ONE };
 
 static const mt_location L_MAIN[] = { { 10, 0, 0, "main.c", "main" } };
 static const mt_location L_WORK[] = { { 20, 0, 0, "work.c", "work" } };
@@ -48,6 +49,12 @@ static const mt_location L_OTHER[] = { { 70, 0, 0, "other.c", "other_path" } };
 /* a binary without debug info: the object as file, line 0 (a symbol, or object+offset) */
 static const mt_location L_NODBG_SYM[] = { { 0, 0, 0, "/usr/bin/prog", "parse_request" } };
 static const mt_location L_NODBG_ADDR[] = { { 0, 0, 0, "/usr/bin/prog", "prog+0x1234" } };
+static const mt_location L_MALLOC[] = { { 0, 0, 0, "/lib/libc.so.6", "malloc" } };
+static const mt_location L_CALLER1[] = { { 0, 0, 0, "/usr/bin/prog", "caller1" } };
+static const mt_location L_CALLER2[] = { { 0, 0, 0, "/usr/bin/prog", "caller2" } };
+static const mt_location L_CALLER3[] = { { 0, 0, 0, "/usr/bin/prog", "caller3" } };
+static const mt_location L_UNNAMED_WRAP[] = { { 0, 0, 0, "/usr/bin/prog", "prog+0x100" } };
+static const mt_location L_UNNAMED_ONE[] = { { 0, 0, 0, "/usr/bin/prog", "prog+0x200" } };
 
 static int locations(void *ctx, uint64_t code, const mt_location **locs)
 {
@@ -60,6 +67,12 @@ static int locations(void *ctx, uint64_t code, const mt_location **locs)
 	case C_OTHER: *locs = L_OTHER; return 1;
 	case C_NODBG_SYM: *locs = L_NODBG_SYM; return 1;
 	case C_NODBG_ADDR: *locs = L_NODBG_ADDR; return 1;
+	case C_MALLOC: *locs = L_MALLOC; return 1;
+	case C_CALLER1: *locs = L_CALLER1; return 1;
+	case C_CALLER2: *locs = L_CALLER2; return 1;
+	case C_CALLER3: *locs = L_CALLER3; return 1;
+	case C_UNNAMED_WRAP: *locs = L_UNNAMED_WRAP; return 1;
+	case C_UNNAMED_ONE: *locs = L_UNNAMED_ONE; return 1;
 	}
 	return -1;
 }
@@ -147,10 +160,27 @@ static int write_nodebug(const char *dir)
 	return close_trace(w, f);
 }
 
+/* A stripped binary: an unnamed wrapper of malloc called from two functions, and an unnamed
+ * function calling malloc from one place only (not a wrapper by the rule). */
+static const uint64_t BT_W1[] = { C_MAIN, C_CALLER1, C_UNNAMED_WRAP, C_MALLOC };
+static const uint64_t BT_W2[] = { C_MAIN, C_CALLER2, C_UNNAMED_WRAP, C_MALLOC };
+static const uint64_t BT_W3[] = { C_MAIN, C_CALLER3, C_UNNAMED_ONE, C_MALLOC };
+
+static int write_unnamed(const char *dir)
+{
+	FILE *f;
+	mt_writer *w = open_trace(dir, "unnamed.ctf", &f);
+	if (!w) return -1;
+	for (int i = 0; i < 10; i++)
+		if (ALLOC(w, START_US + i, 1024, 3, BT_W1) < 0 || ALLOC(w, START_US + i, 1024, 2, BT_W2) < 0 ||
+		    ALLOC(w, START_US + i, 1024, 1, BT_W3) < 0) return -1;
+	return close_trace(w, f);
+}
+
 static int write_all(const char *dir)
 {
 	mkdir(dir, 0755);
-	if (write_main(dir) < 0 || write_nodebug(dir) < 0 ||
+	if (write_main(dir) < 0 || write_nodebug(dir) < 0 || write_unnamed(dir) < 0 ||
 	    write_snapshot(dir, "snapA.ctf", 200, 100, 0) < 0 ||
 	    write_snapshot(dir, "snapB.ctf", 150, 400, 10) < 0) {
 		fprintf(stderr, "test_heapview: writing the synthetic traces into %s failed\n", dir);
@@ -252,6 +282,29 @@ static void check_malformed(void)
 	CHECKF("heapview_malformed_rejected", n > 0 && rejected == n, "%d/%d rejected; accepted:%s", rejected, n, bad);
 }
 
+/* Allocation wrappers: named ones (malloc) and an unnamed one found by the rule. */
+static void check_wrappers(const char *dir)
+{
+	char path[4200], *err = NULL;
+	snprintf(path, sizeof path, "%s/unnamed.ctf", dir);
+	hv_options opt = {.to_s = -1};
+	hv_heap *h = hv_load(path, &opt, &err);
+	free(err);
+	hv_wrapper_report rep;
+	hv_rows r = {0};
+	CHECK("wrappers_applied", h && hv_apply_wrappers(h, NULL, 0, 0, &rep) == 0 &&
+	      hv_group_rows(h, HV_GROUP_FUNCTION, 0, &r) == 0);
+	CHECKF("wrappers_unnamed_rule", r.n == 3 && hv_rows_find(&r, "caller1") &&
+	       hv_rows_find(&r, "caller2") && hv_rows_find(&r, "prog+0x200") &&
+	       rep.unnamed_folded == 1 && !strcmp(rep.example, "prog+0x100"),
+	       "%zu rows, first '%s', %u folded", r.n, r.n ? r.rows[0].key : "-", rep.unnamed_folded);
+	hv_rows_free(&r);
+	CHECK("wrappers_keep", h && hv_apply_wrappers(h, NULL, 0, 1, &rep) == 0 &&
+	      hv_group_rows(h, HV_GROUP_FUNCTION, 0, &r) == 0 && r.n == 1 && hv_rows_find(&r, "malloc"));
+	hv_rows_free(&r);
+	hv_free(h);
+}
+
 /* --group line without debug info: the function or object+offset, never FILE:0 for a binary */
 static void check_nodebug(const char *dir)
 {
@@ -278,6 +331,7 @@ int main(int argc, char **argv)
 	CHECK("heapview_write_fixtures", write_all(dir) == 0);
 	check_main(dir);
 	check_nodebug(dir);
+	check_wrappers(dir);
 	check_malformed();
 	CHECK("heapview_objects_rate1", hv_sample_objects(&(mt_trace_info){ .sample_rate = 1 }, 5, MT_SOURCE_MINOR) == 1);
 	char cmd[4200];

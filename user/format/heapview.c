@@ -42,6 +42,7 @@ struct hv_heap {
 
 	char *warning; /* first packet the reader skipped */
 	int lenient;
+	uint8_t *skip;  /* per context: its frame is an allocation wrapper (hv_set_site_skip) */
 };
 
 #define EMPTY_ID UINT64_MAX
@@ -209,7 +210,24 @@ void hv_free(hv_heap *h)
 	mt_slot_free(&h->children);
 	free(h->live);
 	free(h->warning);
+	free(h->skip);
 	free(h);
+}
+
+void hv_set_site_skip(hv_heap *h, uint8_t *skip)
+{
+	free(h->skip);
+	h->skip = skip;
+}
+
+int hv_context_skipped(const hv_heap *h, uint32_t ctx) { return h->skip && h->skip[ctx]; }
+
+uint32_t hv_site_context(const hv_heap *h, uint32_t ctx)
+{
+	if (!h->skip) return ctx;
+	uint32_t c = ctx;
+	while (h->nodes[c].depth > 0 && h->skip[c]) c = h->nodes[c].parent;
+	return h->nodes[c].depth > 0 ? c : ctx; /* only wrappers: the allocation site itself */
 }
 
 /* Checks that every frame the trie did not know yet has a location event before its use

@@ -64,12 +64,38 @@ int hv_lookup(const hv_heap *h, uint64_t code, const mt_location **locs);
 const char *hv_defname(const mt_location *loc); /* "??" if empty */
 const char *hv_filename(const mt_location *loc);
 
+/* Allocation wrappers (heapview_wrappers.c): an allocation is attributed to the first frame of
+ * its stack that is not an allocation function or a wrapper of one (xmalloc, g_malloc,
+ * operator new, PyMem_Malloc, zmalloc...), by name (shell patterns), or for a frame without a
+ * name (object+0xOFFSET) when every sample through it calls an allocation function directly
+ * from it and it is called from two or more places. The stacks themselves keep every frame. */
+typedef struct hv_wrapper_report {
+	uint32_t unnamed_folded;   /* frames without a name taken as wrappers by the rule above */
+	char example[128];         /* one of them */
+} hv_wrapper_report;
+/* Applies the default patterns plus extra[0..nextra) (none with keep: every frame is a site).
+ * 0, or -1 when out of memory. */
+int hv_apply_wrappers(hv_heap *h, const char *const *extra, int nextra, int keep,
+		      hv_wrapper_report *rep);
+/* Is the function name one of the allocation wrappers' default patterns or extra ones? */
+int hv_is_wrapper_name(const char *name, const char *const *extra, int nextra);
+/* The default patterns, NULL-terminated (for pprof's drop_frames). */
+extern const char *const hv_default_wrappers[];
+/* The context an allocation at ctx is attributed to: ctx, or its nearest ancestor whose frame
+ * is not a wrapper (ctx itself when every frame is one). */
+uint32_t hv_site_context(const hv_heap *h, uint32_t ctx);
+/* Is ctx's frame taken as a wrapper (after hv_apply_wrappers)? */
+int hv_context_skipped(const hv_heap *h, uint32_t ctx);
+/* (heapview_wrappers.c) Per context, 1: its frame is a wrapper; h takes the malloc'd array. */
+void hv_set_site_skip(hv_heap *h, uint8_t *skip);
+
 /* How contexts are grouped into rows of a report or a diff. */
 enum hv_group { HV_GROUP_FUNCTION, HV_GROUP_LINE, HV_GROUP_STACK };
 int hv_parse_group(const char *s, enum hv_group *g); /* 0 ok, -1 unknown */
 
 /* The group key of a context, written into a malloc'd string (NULL on out of memory):
- * function -> innermost function of the allocation site; line -> its "file:line";
+ * function -> innermost function of the allocation site (after wrappers, hv_site_context);
+ * line -> its "file:line" ("function (object)" without a line);
  * stack -> every frame, allocation site first, "file:line function" joined by " <- "
  * (inlined locations of one frame joined by " & "): the same text for the same symbolic
  * stack in two traces, whatever their location codes. */

@@ -64,3 +64,28 @@ const char *hv_cli_bytes(double bytes, int raw, char *buf)
 	snprintf(buf, 32, "%.0f", bytes);
 	return buf;
 }
+
+int hv_cli_add_wrapper(const char *prog, hv_cli_wrappers *w, const char *name)
+{
+	if (w->n == HV_CLI_MAX_WRAPPERS) {
+		fprintf(stderr, "%s: more than %d --wrapper\n", prog, HV_CLI_MAX_WRAPPERS);
+		return -1;
+	}
+	w->extra[w->n++] = name;
+	return 0;
+}
+
+int hv_cli_apply_wrappers(const char *prog, hv_heap *h, const hv_cli_wrappers *w, FILE *out)
+{
+	hv_wrapper_report rep;
+	if (hv_apply_wrappers(h, w->extra, w->n, w->keep, &rep) < 0) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		return -1;
+	}
+	if (rep.unnamed_folded && out)
+		fprintf(out, "# %u frame%s without a name taken as allocation wrapper%s (each called "
+			"from several places, calling only allocation functions), e.g. %s; "
+			"--keep-wrappers to keep them\n", rep.unnamed_folded,
+			rep.unnamed_folded > 1 ? "s" : "", rep.unnamed_folded > 1 ? "s" : "", rep.example);
+	return 0;
+}

@@ -25,6 +25,19 @@ int hv_cli_window(const char *prog, const hv_options *opt);
 
 /* hv_load, or NULL after printing "PROG: why". */
 hv_heap *hv_cli_load(const char *prog, const char *path, const hv_options *opt);
+
+/* --wrapper NAME (repeatable, a shell pattern) and --keep-wrappers of the tools. */
+#define HV_CLI_MAX_WRAPPERS 64
+typedef struct hv_cli_wrappers {
+	const char *extra[HV_CLI_MAX_WRAPPERS];
+	int n;
+	int keep;
+} hv_cli_wrappers;
+/* Adds a --wrapper; -1 with a message when there are too many. */
+int hv_cli_add_wrapper(const char *prog, hv_cli_wrappers *w, const char *name);
+/* Applies them to h (hv_apply_wrappers); says on `out` (a "# " line) when frames without a name
+ * were taken as wrappers. -1 with a message when out of memory. */
+int hv_cli_apply_wrappers(const char *prog, hv_heap *h, const hv_cli_wrappers *w, FILE *out);
 /* A warning on stderr when the trace says its tracer dropped samples (memtraced's "drops: N"
  * in the context string), with the share lost out of those and the `samples` the trace has. */
 void hv_cli_warn_drops(const char *prog, const mt_trace_info *info, uint64_t samples);

@@ -39,7 +39,7 @@ char *hv_group_key(const hv_heap *h, uint32_t ctx, enum hv_group g)
 	if (hv_context_depth(h, ctx) == 0) {
 		fputs("<no backtrace>", f);
 	} else if (g == HV_GROUP_FUNCTION || g == HV_GROUP_LINE) {
-		const mt_location *loc = site_location(h, ctx);
+		const mt_location *loc = site_location(h, hv_site_context(h, ctx));
 		if (!loc) fprintf(f, "<noloc %#llx>", (unsigned long long)hv_context_code(h, ctx));
 		else if (g == HV_GROUP_FUNCTION) fputs(hv_defname(loc), f);
 		/* no line (no debug info: the object's path and line 0): the function, or the

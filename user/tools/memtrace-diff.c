@@ -39,6 +39,8 @@ static void usage(FILE *f)
 	      "                     function, or per file:line\n"
 	      "  --frames N         frames printed per stack (default 16; 0 = all)\n"
 	      "  --raw              exact byte counts instead of KiB/MiB\n"
+	      "  --wrapper NAME, --keep-wrappers  allocation wrappers with --group function|line\n"
+	      "                     (see memtrace-report)\n"
 	      "  --lenient          skip packets the reader skips (with a warning) instead of failing\n",
 	      f);
 }
@@ -72,8 +74,10 @@ int main(int argc, char **argv)
 		{ "top", required_argument, 0, 'n' },   { "group", required_argument, 0, 'g' },
 		{ "frames", required_argument, 0, 'F' }, { "raw", no_argument, 0, 'r' },
 		{ "lenient", no_argument, 0, 'L' },     { "help", no_argument, 0, 'h' },
+		{ "wrapper", required_argument, 0, 'W' }, { "keep-wrappers", no_argument, 0, 'K' },
 		{ 0, 0, 0, 0 },
 	};
+	static hv_cli_wrappers wrappers;
 	hv_options opt = { .from_s = 0, .to_s = -1 };
 	enum hv_group group = HV_GROUP_STACK;
 	double top = 10, frames = 16;
@@ -85,6 +89,8 @@ int main(int argc, char **argv)
 		case 'g': if (hv_cli_group(PROG, optarg, &group)) return 2; break;
 		case 'r': raw = 1; break;
 		case 'L': opt.lenient = 1; break;
+		case 'W': if (hv_cli_add_wrapper(PROG, &wrappers, optarg)) return 2; break;
+		case 'K': wrappers.keep = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -96,7 +102,7 @@ int main(int argc, char **argv)
 	int rc = 1;
 	for (int i = 0; i < 2; i++) {
 		h[i] = hv_cli_load(PROG, argv[optind + i], &opt);
-		if (!h[i]) goto out;
+		if (!h[i] || hv_cli_apply_wrappers(PROG, h[i], &wrappers, i ? NULL : stdout) < 0) goto out;
 		if (hv_group_rows(h[i], group, 1, &rows[i]) < 0) {
 			fprintf(stderr, PROG ": out of memory\n");
 			goto out;

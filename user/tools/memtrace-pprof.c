@@ -315,8 +315,51 @@ static void usage(FILE *f)
 	      "  --from SEC, --to SEC  time window in seconds since trace start (inuse = live at\n"
 	      "                     the end of the window)\n"
 	      "  --lenient          skip packets the reader skips (with a warning) instead of failing\n"
+	      "  --wrapper NAME, --keep-wrappers  allocation wrappers: named in the profile's\n"
+	      "                     drop_frames, so pprof's top names their callers (see memtrace-report)\n"
 	      "Read it with: go tool pprof -top -sample_index=alloc_space OUT.pb.gz\n",
 	      f);
+}
+
+/* Appends s to the regex, its metacharacters escaped and '*' as ".*" (shell patterns). */
+static void regex_add(char **re, size_t *len, size_t *cap, const char *s)
+{
+	size_t need = *len + 2 * strlen(s) + 8;
+	if (need > *cap) {
+		*cap = 2 * need;
+		*re = realloc(*re, *cap);
+		if (!*re) die_oom();
+	}
+	if (*len) (*re)[(*len)++] = '|';
+	for (; *s; s++) {
+		if (*s == '*') {
+			(*re)[(*len)++] = '.';
+			(*re)[(*len)++] = '*';
+			continue;
+		}
+		if (strchr(".()[]{}+?^$|\\", *s)) (*re)[(*len)++] = '\\';
+		(*re)[(*len)++] = *s;
+	}
+	(*re)[*len] = '\0';
+}
+
+/* The drop_frames regex: the wrapper patterns and the frames without a name taken as ones. */
+static int64_t wrapper_regex(builder *b, const hv_heap *h, const hv_cli_wrappers *w)
+{
+	char *re = NULL;
+	size_t len = 0, cap = 0;
+	for (int i = 0; hv_default_wrappers[i]; i++) regex_add(&re, &len, &cap, hv_default_wrappers[i]);
+	for (int i = 0; i < w->n; i++) regex_add(&re, &len, &cap, w->extra[i]);
+	for (uint32_t c = 1; c < hv_context_count(h); c++) {
+		const mt_location *locs;
+		int n = hv_lookup(h, hv_context_code(h, c), &locs);
+		const char *name = n > 0 ? hv_defname(&locs[n - 1]) : NULL;
+		if (name && hv_context_skipped(h, c) && !hv_is_wrapper_name(name, w->extra, w->n))
+			regex_add(&re, &len, &cap, name);
+	}
+	int64_t ix = intern(&b->strings, re ? re : "");
+	free(re);
+	return ix;
 }
 
 int main(int argc, char **argv)
@@ -324,8 +367,10 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "output", required_argument, 0, 'o' }, { "from", required_argument, 0, 'f' },
 		{ "to", required_argument, 0, 't' },     { "lenient", no_argument, 0, 'L' },
-		{ "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
+		{ "help", no_argument, 0, 'h' },         { "wrapper", required_argument, 0, 'W' },
+		{ "keep-wrappers", no_argument, 0, 'K' }, { 0, 0, 0, 0 },
 	};
+	static hv_cli_wrappers wrappers;
 	hv_options opt = { .from_s = 0, .to_s = -1 };
 	const char *output = NULL;
 	int c;
@@ -335,6 +380,8 @@ int main(int argc, char **argv)
 		case 'f': if (hv_cli_number(PROG, "--from", optarg, &opt.from_s)) return 2; break;
 		case 't': if (hv_cli_number(PROG, "--to", optarg, &opt.to_s)) return 2; break;
 		case 'L': opt.lenient = 1; break;
+		case 'W': if (hv_cli_add_wrapper(PROG, &wrappers, optarg)) return 2; break;
+		case 'K': wrappers.keep = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -348,9 +395,21 @@ int main(int argc, char **argv)
 	}
 	hv_heap *h = hv_cli_load(PROG, argv[optind], &opt);
 	if (!h) return 1;
+	if (hv_cli_apply_wrappers(PROG, h, &wrappers, stderr) < 0) {
+		hv_free(h);
+		return 1;
+	}
 	builder b = { .h = h };
 	Profile p = PERFTOOLS__PROFILES__PROFILE__INIT;
 	build(&b, &p, argv[optind]);
+	/* pprof's own way: frames matching drop_frames (and what they call) leave the samples
+	 * when a tool reads the profile, so `top` names the caller of a wrapper; the profile's
+	 * stacks keep every frame */
+	if (!wrappers.keep) {
+		p.drop_frames = wrapper_regex(&b, h, &wrappers);
+		p.n_string_table = b.strings.n; /* the table may have grown (and moved) */
+		p.string_table = b.strings.s;
+	}
 	size_t len = perftools__profiles__profile__get_packed_size(&p);
 	uint8_t *buf = xcalloc(len, 1);
 	perftools__profiles__profile__pack(&p, buf);

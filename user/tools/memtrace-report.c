@@ -23,6 +23,10 @@ static void usage(FILE *f)
 	      "                     \"live\" then means live at the end of the window\n"
 	      "  --frames N         frames printed per stack (default 16; 0 = all)\n"
 	      "  --raw              exact byte counts instead of KiB/MiB\n"
+	      "  --wrapper NAME     a function (shell pattern) that only wraps the allocator: the\n"
+	      "                     frame calling it is the site (repeatable; xmalloc, g_malloc,\n"
+	      "                     zmalloc, PyMem_Malloc, operator new... are by default)\n"
+	      "  --keep-wrappers    every frame may be a site, wrappers too\n"
 	      "  --lenient          skip packets the reader skips (with a warning) instead of failing\n",
 	      f);
 }
@@ -73,8 +77,10 @@ int main(int argc, char **argv)
 		{ "group", required_argument, 0, 'g' }, { "from", required_argument, 0, 'f' },
 		{ "to", required_argument, 0, 't' },    { "frames", required_argument, 0, 'F' },
 		{ "raw", no_argument, 0, 'r' },         { "lenient", no_argument, 0, 'L' },
-		{ "help", no_argument, 0, 'h' },        { 0, 0, 0, 0 },
+		{ "help", no_argument, 0, 'h' },        { "wrapper", required_argument, 0, 'W' },
+		{ "keep-wrappers", no_argument, 0, 'K' }, { 0, 0, 0, 0 },
 	};
+	static hv_cli_wrappers wrappers;
 	hv_options opt = { .from_s = 0, .to_s = -1 };
 	enum hv_group group = HV_GROUP_LINE;
 	const char *group_name = "line";
@@ -98,6 +104,8 @@ int main(int argc, char **argv)
 			break;
 		case 'r': raw = 1; break;
 		case 'L': opt.lenient = 1; break;
+		case 'W': if (hv_cli_add_wrapper(PROG, &wrappers, optarg)) return 2; break;
+		case 'K': wrappers.keep = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -107,6 +115,10 @@ int main(int argc, char **argv)
 		return 2;
 	hv_heap *h = hv_cli_load(PROG, argv[optind], &opt);
 	if (!h) return 1;
+	if (hv_cli_apply_wrappers(PROG, h, &wrappers, stdout) < 0) {
+		hv_free(h);
+		return 1;
+	}
 	const mt_trace_info *info = hv_info(h);
 	const hv_counts *t = hv_total(h);
 	char a[32], l[32];

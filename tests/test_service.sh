@@ -215,7 +215,12 @@ bad_snapdir() { # name substring dir
 		[ -z "$(ls "$S/elsewhere")" ]; then pass "$1"
 	else fail "$1" "exit $r, trace file left: $([ -e "$S/$1.ctf" ] && echo yes || echo no): $(head -c 300 "$S/err")"; fi
 }
-bad_snapdir bad_snapshot_dir_missing "does not exist" "$S/missing"
+bad_snapdir bad_snapshot_dir_missing_parent "does not exist" "$S/missing/sub"
+# a missing directory whose parent exists is made (0700)
+"$MT" -p $tpid -o "$S/made.ctf" --snapshot-dir "$S/made" --duration 0.5 >/dev/null 2>"$S/err"
+if [ "$(stat -c %a "$S/made" 2>/dev/null)" = 700 ] && ls "$S/made"/memtrace-$tpid-*.ctf >/dev/null 2>&1; then
+	pass snapshot_dir_made
+else fail snapshot_dir_made "$(stat -c %a "$S/made" 2>&1): $(head -c 300 "$S/err")"; fi
 bad_snapdir bad_snapshot_dir_symlink "symbolic link" "$S/link"
 bad_snapdir bad_snapshot_dir_unsafe "unsafe" "$S/unsafe"
 bad_snapdir bad_snapshot_dir_not_a_dir "not a directory" "$S/w.out"

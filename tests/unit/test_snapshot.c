@@ -400,6 +400,17 @@ static void test_refusals(const struct trie *t)
 	s = snapshot_open(&(struct snapshot_opts){.dir = p}, PID, err, sizeof err);
 	CHECKF("open_refuses_missing_dir", !s && strstr(err, "does not exist"), "%s", err);
 	snapshot_close(s);
+	/* with create: made, mode 0700; a missing parent is not */
+	s = snapshot_open(&(struct snapshot_opts){.dir = p, .create = true}, PID, err, sizeof err);
+	struct stat cst;
+	CHECKF("open_creates_missing_dir_0700", s && lstat(p, &cst) == 0 && S_ISDIR(cst.st_mode) &&
+	       (cst.st_mode & 07777) == 0700, "%s", s ? "" : err);
+	snapshot_close(s);
+	char deep[4400];
+	snprintf(deep, sizeof deep, "%s/no-parent/sub", base);
+	s = snapshot_open(&(struct snapshot_opts){.dir = deep, .create = true}, PID, err, sizeof err);
+	CHECKF("open_create_needs_the_parent", !s && strstr(err, "does not exist"), "%s", err);
+	snapshot_close(s);
 	path_in(p, sizeof p, base, "victim");
 	s = snapshot_open(&(struct snapshot_opts){.dir = p}, PID, err, sizeof err);
 	CHECKF("open_refuses_file", !s && strstr(err, "not a directory"), "%s", err);

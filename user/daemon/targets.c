@@ -96,7 +96,7 @@ int target_prepare_outputs(struct targets *ts, struct target *t)
 	char err[4200];
 	if (o->snapshot_dir && !o->probe_floor && !t->snap) {
 		struct snapshot_opts so = {.dir = o->snapshot_dir, .keep = o->snapshot_keep,
-					   .file_mode = (mode_t)o->file_mode};
+					   .file_mode = (mode_t)o->file_mode, .create = true};
 		t->snap = snapshot_open(&so, t->pid, err, sizeof err);
 		if (!t->snap) {
 			msg_error("%s", err);

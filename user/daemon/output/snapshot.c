@@ -188,6 +188,39 @@ static long list_seqs(int dirfd, pid_t pid, int regular_only, uint64_t **out)
 	return (long)u;
 }
 
+/* DIR does not exist: made with mode 0700 in its parent, which must exist and pass the checks
+ * of open_dir (no symbolic link, not writable by others without the sticky bit...). Returns
+ * DIR opened as open_dir does, or a negative errno with a message. */
+static int create_dir(const char *path, char *err, size_t errlen)
+{
+	char parent[4096];
+	snprintf(parent, sizeof parent, "%s", path);
+	size_t len = strlen(parent);
+	while (len > 1 && parent[len - 1] == '/') parent[--len] = '\0'; /* "dir/" */
+	char *slash = strrchr(parent, '/');
+	const char *name = slash ? slash + 1 : parent;
+	if (!*name || !strcmp(name, ".") || !strcmp(name, ".."))
+		return set_err(err, errlen, EINVAL, "snapshot directory %s: not a name to create", path);
+	char base[4096];
+	snprintf(base, sizeof base, "%s", name);
+	if (slash == parent) parent[1] = '\0';   /* "/name" */
+	else if (slash) *slash = '\0';
+	else snprintf(parent, sizeof parent, ".");
+	char e[512];
+	int pfd = open_dir(parent, e, sizeof e);
+	if (pfd < 0)
+		return set_err(err, errlen, -pfd, "snapshot directory %s does not exist and cannot be "
+			       "made: its parent: %s", path, e);
+	if (mkdirat(pfd, base, 0700) < 0 && errno != EEXIST) {
+		int en = errno;
+		close(pfd);
+		return set_err(err, errlen, en, "cannot make snapshot directory %s: %s", path,
+			       strerror(en));
+	}
+	close(pfd);
+	return open_dir(path, err, errlen);
+}
+
 struct snapshotter *snapshot_open(const struct snapshot_opts *opts, pid_t pid, char *err,
 				  size_t errlen)
 {
@@ -205,6 +238,7 @@ struct snapshotter *snapshot_open(const struct snapshot_opts *opts, pid_t pid, c
 		return NULL;
 	}
 	int fd = open_dir(opts->dir, err, errlen);
+	if (fd == -ENOENT && opts->create) fd = create_dir(opts->dir, err, errlen);
 	if (fd < 0) return NULL;
 	struct snapshotter *s = calloc(1, sizeof *s);
 	struct stat st;

@@ -14,6 +14,7 @@
 #ifndef MEMTRACED_SNAPSHOT_H
 #define MEMTRACED_SNAPSHOT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -25,6 +26,8 @@ struct snapshot_opts {
 	const char *dir;  /* must exist and be a directory (not a symlink) we can write in */
 	unsigned keep;    /* > 0: keep only the newest `keep` snapshots of this pid; 0 = keep all */
 	mode_t file_mode; /* permissions of the files; 0 = 0600 */
+	bool create;      /* dir does not exist: make it (mode 0700; its parent must exist and be
+			     safe) */
 };
 
 struct snapshotter;

@@ -355,7 +355,7 @@ pipeline_section() {
 		local ns sampled written drops user sys rss secs sps
 		ns=$(sed -nE 's/^ns_per_pair=([0-9.]+)$/\1/p' "$out")
 		sampled=$(summary_num "$logf" ' ([0-9]+) sampled')
-		written=$(summary_num "$logf" ', ([0-9]+) samples written')
+		written=$(summary_num "$logf" ', ([0-9]+) records written')
 		drops=$(summary_drops "$logf")
 		user=$(sed -nE 's/.*User time \(seconds\): ([0-9.]+)/\1/p' "$TMP/time-$rate.txt")
 		sys=$(sed -nE 's/.*System time \(seconds\): ([0-9.]+)/\1/p' "$TMP/time-$rate.txt")

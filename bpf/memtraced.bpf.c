@@ -247,6 +247,10 @@ static __always_inline int on_alloc_entry(struct pt_regs *ctx)
 	__u32 fn = (__u32)bpf_get_attach_cookie(ctx);
 	struct mt_cpu_state *st = this_cpu_state();
 	__sync_fetch_and_add(&st->alloc_calls, 1);
+	/* a realloc of a block also frees one: counted as a free too, like a free call */
+	if ((fn == MT_FN_REALLOC || fn == MT_FN_REALLOCARRAY || fn == MT_FN_RALLOCX ||
+	     fn == MT_FN_REALLOCF) && PT_REGS_PARM1(ctx))
+		__sync_fetch_and_add(&st->free_calls, 1);
 	__u64 sp = PT_REGS_SP(ctx);
 	__u64 ip = PT_REGS_IP(ctx);
 	asm volatile("" : "+r"(ip)); /* read ctx here: clang's ctx+off pointers upset the verifier */

@@ -215,7 +215,7 @@ if wait_ready "$TMP/fast"; then
 	lost_runs=""
 	for k in 1 2 3 4 5; do
 		trace fast$k -p $fpid --rate 1 --duration 1
-		read -r sampled written < <(sed -n 's/.* \([0-9]*\) sampled, \([0-9]*\) samples written.*/\1 \2/p' "$TMP/fast$k.err")
+		read -r sampled written < <(sed -n 's/.* \([0-9]*\) sampled, \([0-9]*\) records written.*/\1 \2/p' "$TMP/fast$k.err")
 		in_trace=$(grep -c ' alloc id=' "$TMP/fast$k.dump")
 		if [ -z "$sampled" ] || [ "$sampled" != "$written" ] || [ "$written" != "$in_trace" ]; then
 			lost_runs="$lost_runs run $k: ${sampled:-?} sampled, ${written:-?} written, $in_trace in the trace;"

@@ -240,3 +240,30 @@ int trie_for_each_live_block(const struct trie *t, trie_block_fn fn, void *ctx)
 	}
 	return 0;
 }
+
+struct stack_tally {
+	size_t stacks;
+	uint64_t samples;
+};
+
+static int tally_node(void *ctx, uint32_t index, const struct trie_node *node)
+{
+	struct stack_tally *t = ctx;
+	if (node->c.allocs) t->stacks++;
+	t->samples += node->c.alloc_nsamples;
+	return 0;
+}
+
+size_t trie_stack_count(const struct trie *t)
+{
+	struct stack_tally tally = {0};
+	trie_for_each_node(t, tally_node, &tally);
+	return tally.stacks;
+}
+
+uint64_t trie_sample_count(const struct trie *t)
+{
+	struct stack_tally tally = {0};
+	trie_for_each_node(t, tally_node, &tally);
+	return tally.samples;
+}

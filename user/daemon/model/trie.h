@@ -67,6 +67,10 @@ int trie_block_set_time(struct trie *t, uint64_t key, uint64_t time_us);
 /* Read access. The node pointer is valid until the next trie_intern. */
 const struct trie_node *trie_node(const struct trie *t, uint32_t node);
 size_t trie_node_count(const struct trie *t);  /* the root included */
+/* Distinct call stacks sampled (nodes where allocations were made) and the samples of them
+ * all (sum of nsamples). */
+size_t trie_stack_count(const struct trie *t);
+uint64_t trie_sample_count(const struct trie *t);
 size_t trie_live_count(const struct trie *t);
 double trie_rate(const struct trie *t);
 size_t trie_memory_bytes(const struct trie *t); /* what the tables take */

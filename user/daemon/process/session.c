@@ -514,6 +514,8 @@ void session_get_totals(struct session *s, struct session_totals *t)
 	if (s->trie) {
 		t->live_blocks = trie_live_count(s->trie);
 		t->contexts = trie_node_count(s->trie) - 1;
+		t->stacks = trie_stack_count(s->trie);
+		t->nsamples = trie_sample_count(s->trie);
 	}
 	if (s->stacks) {
 		struct stacks_stats ss;
@@ -530,17 +532,22 @@ void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 {
 	struct session_totals t;
 	session_get_totals(s, &t);
+	/* calls seen by the probes (a realloc of a block counts as an allocation and a free);
+	 * sampled calls; allocation records (one per sampled block) and the samples they hold
+	 * (sum of nsamples, what memtrace-report counts); distinct stacks and trie nodes */
 	fprintf(out, "memtraced: PID %d: %llu allocations and %llu frees seen, %llu sampled", (int)s->pid,
 		(unsigned long long)t.alloc_calls, (unsigned long long)t.free_calls,
 		(unsigned long long)t.samples);
 	if (s->floor)
 		fprintf(out, " (probe floor: no trace written)");
 	else
-		fprintf(out, ", %llu samples %s (%llu freed, %llu live) in %llu contexts",
-			(unsigned long long)t.written_allocs, s->no_trace ? "recorded" : "written",
+		fprintf(out, ", %llu records %s (%llu freed, %llu live) holding %llu samples, "
+			"%llu distinct stacks (%llu trie nodes)",
+			(unsigned long long)t.written_allocs, s->no_trace ? "kept" : "written",
 			(unsigned long long)(s->no_trace ? t.written_allocs - t.live_blocks
 							 : t.written_collects),
-			(unsigned long long)t.live_blocks, (unsigned long long)t.contexts);
+			(unsigned long long)t.live_blocks, (unsigned long long)t.nsamples,
+			(unsigned long long)t.stacks, (unsigned long long)t.contexts);
 	fprintf(out, "; dropped: %llu ring buffer, %llu live map full, %llu stack copy; "
 		"%llu frees reconciled",
 		(unsigned long long)t.drop_ringbuf, (unsigned long long)t.drop_map_full,

@@ -49,6 +49,8 @@ struct session_totals {
 	uint64_t after_exec;                  /* records stamped after the target's exec, ignored */
 	uint64_t unwind_truncated, unwind_errors;
 	uint64_t contexts;                    /* trie nodes */
+	uint64_t stacks;                      /* distinct call stacks sampled */
+	uint64_t nsamples;                    /* samples in the records (sum of nsamples) */
 	uint64_t trace_bytes;
 };
 

@@ -1,5 +1,6 @@
 /* Preparing an exec'd program's probes while its process is held (see exec_prep.h). */
 #include "exec_prep.h"
+#include "common/deadline.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -129,11 +130,7 @@ void exec_prep_on_exec(void *prep, pid_t pid, uint64_t stop_ns)
 struct exec_prepared *exec_prep_take(struct exec_prep *p, pid_t pid, int timeout_ms)
 {
 	if (!p) return NULL;
-	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+	struct timespec until = deadline_after_ms(timeout_ms);
 	struct exec_prepared *e = NULL;
 	pthread_mutex_lock(&p->lock);
 	for (;;) {

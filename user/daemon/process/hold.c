@@ -1,5 +1,6 @@
 /* Holding traced processes with ptrace (see hold.h). */
 #include "hold.h"
+#include "common/deadline.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -204,9 +205,7 @@ static void hold_wait(struct hold *h, pid_t pid, enum hold_kind kind)
 	h->released = false;
 	pthread_mutex_unlock(&h->lock);
 	rq_kick_all(); /* the main loop waits on record queues: it looks now */
-	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += HOLD_MAX_MS / 1000;
+	struct timespec until = deadline_after_ms(HOLD_MAX_MS);
 	bool timed_out = false;
 	pthread_mutex_lock(&h->lock);
 	while (!h->released && !atomic_load(&h->detach))
@@ -521,11 +520,7 @@ void hold_clear_exit_hook(struct hold *h, void *ctx)
 
 bool hold_exited(struct hold *h, int *wstatus, int timeout_ms)
 {
-	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+	struct timespec until = deadline_after_ms(timeout_ms);
 	pthread_mutex_lock(&h->lock);
 	while (!h->exited && timeout_ms > 0 &&
 	       pthread_cond_timedwait(&h->cond, &h->lock, &until) == 0) {}

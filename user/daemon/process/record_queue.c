@@ -1,5 +1,6 @@
 /* A bounded FIFO of copied tracer records (see record_queue.h). */
 #include "record_queue.h"
+#include "common/deadline.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -132,14 +133,7 @@ void rq_close(struct record_queue *q)
 
 struct rq_item *rq_take_all(struct record_queue *q, int timeout_ms, bool *closed)
 {
-	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	struct timespec until = deadline_after_ms(timeout_ms);
 	pthread_mutex_lock(&q->lock);
 	while (!q->head && !q->closed && !q->kicked && timeout_ms > 0)
 		if (pthread_cond_timedwait(&q->not_empty, &q->lock, &until) == ETIMEDOUT) break;

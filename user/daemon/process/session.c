@@ -6,6 +6,7 @@
  * for the first time; the session thread (the caller's) turns the queued records into the
  * trie and the trace. Records keep their ring-buffer order through the queue. */
 #include "session.h"
+#include "common/deadline.h"
 #include "common/msg.h"
 #include "record_queue.h"
 #include "output/snapshot.h"
@@ -254,11 +255,7 @@ static void *intake_main(void *arg)
 
 void session_target_exiting(struct session *s, int timeout_ms)
 {
-	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+	struct timespec until = deadline_after_ms(timeout_ms);
 	pthread_mutex_lock(&s->drain_lock);
 	uint64_t req = atomic_fetch_add(&s->drain_req, 1) + 1;
 	while (!s->intake_over && s->drain_done < req &&

@@ -191,35 +191,20 @@ uint64_t probe_site_choose(enum alloc_fn fn, const uint8_t *code, size_t len,
 	chosen_emulated = probe_insn_emulated(insns[0].bytes, insns[0].size);
 	if (chosen_emulated) goto out; /* an emulated entry is already the cheapest site */
 	size_t fn_len = fn_size && fn_size < len ? fn_size : len;
-	if (!alloc_fn_is_free(fn)) {
-		/* Allocating functions: the first instruction the kernel emulates on the straight
-		 * path from the entry, when nothing before it moves %rsp (the return address stays
-		 * at [rsp] for the return probe) or writes an argument register, and nothing else
-		 * in the function jumps into that path. jemalloc's malloc begins with `cmp
-		 * $0x1000,%rdi`, single-stepped; its `ja` after it is emulated. */
-		for (size_t i = 0; i < n; i++) {
-			const cs_insn *in = &insns[i];
-			if (probe_insn_emulated(in->bytes, in->size)) {
-				if (!function_branches_into(cs, code, fn_len, entry_vaddr, entry_vaddr + 1,
-							    in->address)) {
-					chosen = in->address - entry_vaddr;
-					chosen_emulated = true;
-				}
-				break;
-			}
-			if (is_control_flow(in) || writes_entry_state(cs, in)) break;
-		}
-		goto out;
-	}
-	/* Free-likes: walk the straight-line code from the entry. Every call runs it, so the
-	 * first instruction the kernel emulates is as good a site as the entry, provided %rdi
-	 * still holds the pointer there and nothing else in the function jumps to it or to the
-	 * code leading to it. Preferred:
-	 * the instruction after a `test %rdi,%rdi; je` NULL test (free(NULL) then never traps). */
+	/* Walk the straight-line code from the entry: every call runs it, so the first
+	 * instruction the kernel emulates is as good a site as the entry, provided what the probe
+	 * reads is still as at the entry and nothing else in the function jumps to it or to the
+	 * code leading to it.
+	 * - Free-likes: %rdi still holds the pointer. Preferred: the instruction after a
+	 *   `test %rdi,%rdi; je` NULL test (free(NULL) then never traps).
+	 * - Allocating functions: the argument registers untouched and %rsp unmoved (the return
+	 *   address stays at [rsp] for the return probe). jemalloc's malloc begins with `cmp
+	 *   $0x1000,%rdi`, single-stepped; its `ja` after it is emulated. */
+	bool is_free = alloc_fn_is_free(fn);
 	for (size_t i = 0; i < n; i++) {
 		const cs_insn *in = &insns[i];
 		if (i == 0 && is_endbr64(in)) continue;
-		if (is_test_rdi_rdi(in) && i + 2 < n && is_direct_je(&insns[i + 1]) &&
+		if (is_free && is_test_rdi_rdi(in) && i + 2 < n && is_direct_je(&insns[i + 1]) &&
 		    probe_insn_emulated(insns[i + 2].bytes, insns[i + 2].size) &&
 		    !function_branches_into(cs, code, fn_len, entry_vaddr, entry_vaddr + 1,
 		                            insns[i + 2].address)) {
@@ -235,7 +220,8 @@ uint64_t probe_site_choose(enum alloc_fn fn, const uint8_t *code, size_t len,
 			}
 			break;
 		}
-		if (is_control_flow(in) || writes_rdi(cs, in)) break;
+		if (is_control_flow(in) || (is_free ? writes_rdi(cs, in) : writes_entry_state(cs, in)))
+			break;
 	}
 out:
 	if (insns) cs_free(insns, n);

@@ -157,7 +157,7 @@ clean:
 #   DEPS_BENCH   the tools the benchmarks compare with (bcc's memleak, heaptrack, redis)
 DEPS_TRACER := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libcapstone-dev \
                zlib1g-dev pkg-config binutils libiberty-dev libc6-dbg
-DEPS_TEST   := g++ procps python3 libclang-rt-14-dev libprotobuf-c-dev protobuf-c-compiler chromium \
+DEPS_TEST   := g++ procps python3 debuginfod libclang-rt-14-dev libprotobuf-c-dev protobuf-c-compiler chromium \
                golang-go nodejs tmux libjemalloc2 libjemalloc-dev libtcmalloc-minimal4 \
                libmimalloc2.0
 DEPS_BENCH  := bpfcc-tools python3-bpfcc linux-headers-amd64 heaptrack redis-server redis-tools \

@@ -519,6 +519,7 @@ void session_get_totals(struct session *s, struct session_totals *t)
 		stacks_get_stats(s->stacks, &ss);
 		t->unwind_truncated = ss.truncated;
 		t->unwind_errors = ss.unwind_errors;
+		t->unnamed_frames = ss.unnamed_codes;
 	}
 	struct stat sb;
 	if (s->out) t->trace_bytes = trace_out_bytes(s->out);
@@ -552,6 +553,9 @@ void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 	if (t.unwind_truncated || t.unwind_errors)
 		fprintf(out, "; stacks: %llu truncated, %llu unwind errors",
 			(unsigned long long)t.unwind_truncated, (unsigned long long)t.unwind_errors);
+	if (t.unnamed_frames)
+		fprintf(out, "; %llu distinct frames without a name (no symbol or debug info: install "
+			"the debug files, or set DEBUGINFOD_URLS)", (unsigned long long)t.unnamed_frames);
 	if (t.other_pid) fprintf(out, "; %llu records of other processes ignored",
 				 (unsigned long long)t.other_pid);
 	if (!s->stacks && s->stacks_error[0])

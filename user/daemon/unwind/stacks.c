@@ -256,6 +256,9 @@ static uint64_t intern(struct stacks *s, uint64_t obj_hash, uint64_t offset, Dwf
 		e->offset = offset;
 		int n = mod ? symbolize_pc(mod, pc, &e->locs) : symbolize_marker(file, defname, &e->locs);
 		e->nlocs = n > 0 ? n : 0;
+		if (mod && e->nlocs && e->locs[e->nlocs - 1].line == 0 && e->locs[e->nlocs - 1].defname &&
+		    strstr(e->locs[e->nlocs - 1].defname, "+0x"))
+			s->stats.unnamed_codes++;
 		if (map_put(&s->code_index, code, s->nentries + 1) < 0) {
 			symbolize_free(e->locs, e->nlocs);
 			return 0;

@@ -62,6 +62,8 @@ struct stacks_stats {
 	uint64_t codes;          /* distinct codes (= symbolizations done) */
 	uint64_t refreshes;      /* re-reads of the mappings (explicit + automatic) */
 	uint64_t unknown_pcs;    /* frames whose pc lay in no object even after a refresh */
+	uint64_t unnamed_codes;  /* distinct codes left without a name: object+0xOFFSET (no
+				    symbol, no debug info) */
 };
 void stacks_get_stats(const struct stacks *s, struct stacks_stats *out);
 

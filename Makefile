@@ -183,6 +183,21 @@ $(BUILD)/obj/gen/profile.pb-c.o: $(BUILD)/gen/profile.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -I$(BUILD)/gen -c $< -o $@
 
+# The injector's test pieces (tests/unit/test_inject.c): a library to place into targets, a
+# -static copy of a target (refused: no dynamic linker), and a dynamic program without libc
+# (refused: no dlopen to call).
+all: $(BUILD)/tests/plugins/inject_probe.so $(BUILD)/tests/targets/inject_block_static
+$(BUILD)/tests/plugins/%.so: tests/plugins/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -shared -fPIC -pthread $< -o $@
+$(BUILD)/tests/targets/inject_block_static: tests/targets/inject_block.c tests/targets/inject_regs.h
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -fomit-frame-pointer -pthread -static $< -o $@
+$(BUILD)/tests/targets/inject_block: tests/targets/inject_regs.h
+$(BUILD)/tests/targets/inject_nolibc: tests/targets/inject_nolibc.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -nostdlib -fPIE -pie -Wl,--dynamic-linker=/lib64/ld-linux-x86-64.so.2 $< -o $@
+
 # Benchmark programs: bench/X.c -> build/bench/X (linked like the unit tests).
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCHES    := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)

@@ -1,0 +1,153 @@
+/* Where injection cannot work, or would not be safe: refused with the reason. And which
+ * thread to stop. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "elf/elfobj.h"
+#include "inject_int.h"
+
+int inject_check_exe(const char *path, char *err, size_t errlen)
+{
+	struct elfobj o;
+	char oerr[512];
+	if (elfobj_open(&o, path, oerr, sizeof(oerr)) != 0) {
+		/* elfobj_open refuses everything but 64-bit x86-64 ELF */
+		inject_err(err, errlen, "%s: cannot inject: our calls are x86-64 code", oerr);
+		return -1;
+	}
+	bool dynamic = o.has_interp;
+	elfobj_close(&o);
+	if (!dynamic) {
+		inject_err(err, errlen, "%s is statically linked: no dynamic linker, no dlopen to load "
+		           "a library with", path);
+		return -1;
+	}
+	return 0;
+}
+
+/* The value of "Key:" in /proc/PID/status, or -1. */
+static long status_field(pid_t pid, const char *key, char *text, size_t textlen)
+{
+	char path[64], line[512];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f) return -1;
+	long v = -1;
+	size_t kl = strlen(key);
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, key, kl) != 0 || line[kl] != ':') continue;
+		char *p = line + kl + 1;
+		p += strspn(p, " \t");
+		p[strcspn(p, "\n")] = 0;
+		if (text) snprintf(text, textlen, "%s", p);
+		v = strtol(p, NULL, 10);
+		break;
+	}
+	fclose(f);
+	return v;
+}
+
+int inject_check_target(pid_t pid, char *err, size_t errlen)
+{
+	if (pid <= 0) {
+		inject_err(err, errlen, "invalid pid %d", (int)pid);
+		return -1;
+	}
+	if (pid == getpid()) {
+		inject_err(err, errlen, "pid %d is ourselves", (int)pid);
+		return -1;
+	}
+	char state[64] = "";
+	if (status_field(pid, "State", state, sizeof(state)) < 0 && !state[0]) {
+		inject_err(err, errlen, "no process with pid %d", (int)pid);
+		return -1;
+	}
+	if (state[0] == 'Z' || state[0] == 'X') {
+		inject_err(err, errlen, "pid %d is exiting (%s)", (int)pid, state);
+		return -1;
+	}
+	if (state[0] == 'T' || state[0] == 't') {
+		/* its other threads are stopped: our call could wait forever on a lock they hold */
+		inject_err(err, errlen, "pid %d is stopped (%s): continue it (SIGCONT) first", (int)pid,
+		           state);
+		return -1;
+	}
+	long tracer = status_field(pid, "TracerPid", NULL, 0);
+	if (tracer > 0) {
+		char comm[64] = "?", path[64];
+		snprintf(path, sizeof(path), "/proc/%ld/comm", tracer);
+		FILE *f = fopen(path, "re");
+		if (f) {
+			if (fgets(comm, sizeof(comm), f)) comm[strcspn(comm, "\n")] = 0;
+			fclose(f);
+		}
+		inject_err(err, errlen, "pid %d is already traced by pid %ld (%s): a process has one "
+		           "tracer at a time", (int)pid, tracer, comm);
+		return -1;
+	}
+	long seccomp = status_field(pid, "Seccomp", NULL, 0);
+	if (seccomp > 0) {
+		/* a filter may kill the process on a system call dlopen makes (openat, mmap...) */
+		inject_err(err, errlen, "pid %d is confined by seccomp (%s mode): the library's "
+		           "system calls could kill it", (int)pid, seccomp == 1 ? "strict" : "filter");
+		return -1;
+	}
+	char exe[64];
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
+	if (access(exe, R_OK) != 0) {
+		inject_err(err, errlen, "pid %d: cannot read its executable: %s", (int)pid,
+		           strerror(errno));
+		return -1;
+	}
+	return inject_check_exe(exe, err, errlen);
+}
+
+/* The system call a thread is blocked in, -1 if it runs user code, -2 if unknown. */
+static long thread_syscall(pid_t pid, pid_t tid)
+{
+	char path[96], buf[256] = "";
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	FILE *f = fopen(path, "re");
+	if (!f) return -2;
+	bool ok = fgets(buf, sizeof(buf), f) != NULL;
+	fclose(f);
+	if (!ok || strncmp(buf, "running", 7) == 0) return -1;
+	char *end;
+	long nr = strtol(buf, &end, 10);
+	return end == buf ? -2 : nr;
+}
+
+pid_t inject_pick_thread(pid_t pid)
+{
+	if (thread_syscall(pid, pid) >= 0) return pid;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d) return pid;
+	pid_t best = pid;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		pid_t tid = atoi(e->d_name);
+		if (tid <= 0 || tid == pid) continue;
+		long nr = thread_syscall(pid, tid);
+		if (nr >= 0 && nr != SYS_futex) {
+			best = tid;
+			break;
+		}
+	}
+	closedir(d);
+	/* a main thread that ended with pthread_exit is a zombie: take another one */
+	char st[64] = "";
+	if (best == pid && status_field(pid, "State", st, sizeof(st)) >= 0 && st[0] == 'Z') {
+		d = opendir(path);
+		while (d && (e = readdir(d)))
+			if (atoi(e->d_name) > 0 && atoi(e->d_name) != pid) { best = atoi(e->d_name); break; }
+		if (d) closedir(d);
+	}
+	return best;
+}

@@ -19,6 +19,7 @@ CC       ?= cc
 CLANG    ?= clang
 BPFTOOL  ?= $(shell command -v bpftool 2>/dev/null || echo /usr/sbin/bpftool)
 ARCH     := x86
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare
 CFLAGS   ?= -O2 -g
@@ -78,7 +79,7 @@ $(BUILD)/bin/memtraced: $(BUILD)/obj/user/daemon/main.o $(BUILD)/libmemtraced.a 
 # BPF objects: CO-RE against the vmlinux.h in vmlinux/, then a libbpf skeleton.
 $(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(wildcard include/*.h bpf/*.h) vmlinux/vmlinux.h
 	@mkdir -p $(dir $@)
-	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux -Iinclude -c $< -o $@
+	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux -Iinclude -idirafter /usr/include/$(MULTIARCH) -c $< -o $@
 
 $(BUILD)/include/%.skel.h: $(BUILD)/bpf/%.bpf.o
 	@mkdir -p $(dir $@)
@@ -108,11 +109,16 @@ $(BUILD)/tests/targets/%: tests/targets/%.cc
 
 # Allocator workloads (tests/test_allocators.sh): jemalloc compiled into the executable
 # (libjemalloc.a), and a -static program (glibc's malloc and libstdc++'s operator new inside).
-ALLOC_VARIANTS := $(BUILD)/tests/targets/alloc_workload_jemalloc_in $(BUILD)/tests/targets/alloc_workload_static
+ALLOC_VARIANTS := $(BUILD)/tests/targets/alloc_workload_jemalloc_in $(BUILD)/tests/targets/alloc_workload_static \
+                  $(BUILD)/tests/targets/alloc_workload_jemalloc_dyn
 all: $(ALLOC_VARIANTS)
 $(BUILD)/tests/targets/alloc_workload_jemalloc_in: tests/targets/alloc_workload.cc
 	@mkdir -p $(dir $@)
 	$(CXX) -O2 -g -fomit-frame-pointer -pthread -DLINKED_JEMALLOC $< -o $@ -Wl,-Bstatic -ljemalloc -Wl,-Bdynamic -ldl -lm
+# jemalloc as a shared library the program links (its *allocx calls go through the GOT).
+$(BUILD)/tests/targets/alloc_workload_jemalloc_dyn: tests/targets/alloc_workload.cc
+	@mkdir -p $(dir $@)
+	$(CXX) -O2 -g -fomit-frame-pointer -pthread -DLINKED_JEMALLOC $< -o $@ -ljemalloc -ldl -lm
 $(BUILD)/tests/targets/alloc_workload_static: tests/targets/alloc_workload.cc
 	@mkdir -p $(dir $@)
 	$(CXX) -O2 -g -fomit-frame-pointer -pthread -static $< -o $@ -ldl
@@ -186,7 +192,8 @@ $(BUILD)/obj/gen/profile.pb-c.o: $(BUILD)/gen/profile.pb-c.c
 # The injector's test pieces (tests/unit/test_inject.c): a library to place into targets, a
 # -static copy of a target (refused: no dynamic linker), and a dynamic program without libc
 # (refused: no dlopen to call).
-all: $(BUILD)/tests/plugins/inject_probe.so $(BUILD)/tests/targets/inject_block_static
+PLUGINS := $(patsubst tests/plugins/%.c,$(BUILD)/tests/plugins/%.so,$(wildcard tests/plugins/*.c))
+all: $(PLUGINS) $(BUILD)/tests/targets/inject_block_static
 $(BUILD)/tests/plugins/%.so: tests/plugins/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -shared -fPIC -pthread $< -o $@

@@ -21,12 +21,14 @@
  *   session mode (attach type 57):      alloc_session on allocation functions, free_probe (48)
  *   fallback (uprobe + uretprobe):      alloc_entry + alloc_return, free_probe
  *   floor (benchmark): floor_session or floor_entry + floor_return, floor_free: empty bodies
+ *   usdt (an in-process sampler, --inject): usdt_alloc, usdt_free on otel_memory:alloc/free
  * The probed function is the attach cookie (enum mt_fn).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include <bpf/usdt.bpf.h>
 #include "memtraced_events.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -99,6 +101,15 @@ struct {
 	__type(key, int);
 	__type(value, struct unsampled_outer);
 } unsampled_outer SEC(".maps");
+
+/* The USDT program's call state (too big for the BPF stack): per CPU, a program run is never
+ * nested in another on the same CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct inflight_call);
+} usdt_call SEC(".maps");
 
 #define MAX_DRAWS 32
 
@@ -454,12 +465,13 @@ struct {
  * -1 when the ring buffer is full. */
 static __always_inline long write_alloc_record(struct pt_regs *ctx, struct mt_cpu_state *st,
 					       __u64 id, struct inflight_call *call, __u64 addr,
-					       __u64 seq, const __u8 *buf, __u64 n, const __u32 cap)
+					       __u64 seq, const __u8 *buf, __u64 n, const __u32 cap,
+					       const bool usdt)
 {
 	struct mt_alloc_record *r = bpf_ringbuf_reserve(&events, sizeof(*r) + cap, 0);
 	if (!r)
 		return -1;
-	r->type = MT_REC_ALLOC;
+	r->type = usdt ? MT_REC_ALLOC_USDT : MT_REC_ALLOC;
 	r->fn = call->fn;
 	r->pid = id >> 32;
 	r->tid = (__u32)id;
@@ -473,7 +485,11 @@ static __always_inline long write_alloc_record(struct pt_regs *ctx, struct mt_cp
 	if (n > cap)
 		n = cap;
 	r->stack_len = n && bpf_probe_read_kernel(r->stack, n, buf) == 0 ? n : 0;
-	if (r->stack_len >= 8) {
+	if (usdt) {
+		/* copied at the probe site itself: nothing was replaced */
+		if (!r->stack_len)
+			__sync_fetch_and_add(&st->drop_stack_copy, 1);
+	} else if (r->stack_len >= 8) {
 		/* The return probe replaced the return address at entry_sp by its trampoline; at
 		 * the return the kernel has set ip back to the real one. */
 		__u64 ret_addr = PT_REGS_IP(ctx);
@@ -486,7 +502,7 @@ static __always_inline long write_alloc_record(struct pt_regs *ctx, struct mt_cp
 }
 
 static __always_inline void emit_alloc(struct pt_regs *ctx, struct mt_cpu_state *st, __u64 id,
-				       struct inflight_call *call, __u64 addr)
+				       struct inflight_call *call, __u64 addr, const bool usdt)
 {
 	__u64 seq = __sync_fetch_and_add(&last_seq, 1) + 1;
 	struct mt_live_block block = { .seq = seq, .size = call->size };
@@ -515,19 +531,19 @@ static __always_inline void emit_alloc(struct pt_regs *ctx, struct mt_cpu_state 
 	 * records. */
 	long rc;
 	if (copied <= 1024)
-		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 1024);
+		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 1024, usdt);
 	else if (copied <= 2048)
-		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 2048);
+		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 2048, usdt);
 	else if (copied <= 4096)
-		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 4096);
+		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 4096, usdt);
 	else if (copied <= 8192)
-		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 8192);
+		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 8192, usdt);
 	else if (copied <= 16384)
-		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 16384);
+		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 16384, usdt);
 	else if (copied <= 32768)
-		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 32768);
+		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 32768, usdt);
 	else
-		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, MT_STACK_BYTES_MAX);
+		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, MT_STACK_BYTES_MAX, usdt);
 	if (rc < 0)
 		copied = -1;
 	if (copied < 0) {
@@ -579,7 +595,7 @@ static __always_inline void on_alloc_return(struct pt_regs *ctx, bool match_call
 			emit_free(st, id, call->old_seq, old_ptr);
 	}
 	if (call->nsamples && addr)
-		emit_alloc(ctx, st, id, call, addr);
+		emit_alloc(ctx, st, id, call, addr, false);
 	bpf_map_delete_elem(&inflight, &tid);
 }
 
@@ -628,6 +644,52 @@ int free_probe(struct pt_regs *ctx)
 	if (bpf_map_delete_elem(&live, &addr)) /* another path reported it */
 		return 0;
 	emit_free(st, id, seq, addr);
+	return 0;
+}
+
+/* ---- An in-process sampler (ours, placed by --inject, or one the program carries) ----
+ * It has already sampled: otel_memory:alloc(ptr, size, weight) fires only for sampled blocks,
+ * weight = nsamples * the sampler's mean gap in bytes (the tracer starts ours with mean_gap),
+ * and otel_memory:free(ptr) only for frees of sampled blocks. The registers and the stack are
+ * those of the probe site inside the sampler: the unwinder hides the sampler's frames. */
+SEC("usdt")
+int BPF_USDT(usdt_alloc, __u64 ptr, __u64 size, __u64 weight)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	if ((__u32)(id >> 32) != target_tgid || muted || !ptr)
+		return 0;
+	struct mt_cpu_state *st = this_cpu_state();
+	__sync_fetch_and_add(&st->alloc_calls, 1);
+	__u64 gap = sample_all ? 8 : mean_gap;
+	__u64 n = gap ? (weight + gap / 2) / gap : 0;
+	__u32 key = 0;
+	struct inflight_call *call = bpf_map_lookup_elem(&usdt_call, &key);
+	if (!call)
+		return 0;
+	copy_entry_regs(call->regs, ctx);
+	call->entry_sp = PT_REGS_SP(ctx);
+	call->size = size;
+	call->nsamples = n ? n : 1;
+	call->fn = MT_FN_MALLOC;
+	emit_alloc(ctx, st, id, call, ptr, true);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(usdt_free, __u64 ptr)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	if ((__u32)(id >> 32) != target_tgid || muted)
+		return 0;
+	struct mt_cpu_state *st = this_cpu_state();
+	__sync_fetch_and_add(&st->free_calls, 1);
+	struct mt_live_block *block = bpf_map_lookup_elem(&live, &ptr);
+	if (!block)
+		return 0;
+	__u64 seq = block->seq;
+	if (bpf_map_delete_elem(&live, &ptr))
+		return 0;
+	emit_free(st, id, seq, ptr);
 	return 0;
 }
 

@@ -41,6 +41,8 @@ enum mt_fn {
 enum mt_record_type {
 	MT_REC_ALLOC = 1,  /* struct mt_alloc_record, followed by stack bytes */
 	MT_REC_FREE = 2,   /* struct mt_free_record */
+	MT_REC_ALLOC_USDT = 3, /* struct mt_alloc_record from an in-process sampler's USDT probe:
+	                        * regs and stack at the probe site, inside the sampler */
 };
 
 /* One sampled allocation, written at the allocation function's RETURN (only successful

@@ -33,6 +33,10 @@ void cli_usage(FILE *out)
 		"                       always followed: the last program's trace is FILE, the ones\n"
 		"                       before it FILE with .execN (N execs before it) before .ctf\n"
 		"      --ring-size BYTES  the BPF ring buffer, a power of two (default 4 MiB)\n"
+		"      --inject[=required]  place memtraced's sampler library into the target: its\n"
+		"                       allocation calls are sampled in the process (a few ns each)\n"
+		"                       and only sampled ones reach the tracer; where it cannot be\n"
+		"                       placed, says why and uses uprobes (=required: refuses)\n"
 		"      --hold-exec      -p: hold the process (ptrace) at each exec until the new\n"
 		"                       program's probes are in place, so nothing it allocates is\n"
 		"                       missed (-- CMD is always held so)\n"
@@ -138,7 +142,7 @@ int cli_exec_output_path(const char *base, unsigned n, char *buf, size_t len)
 
 enum { OPT_PROBE_FLOOR = 256, OPT_STACK_BYTES, OPT_NO_STATUS, OPT_TOP, OPT_TOP_INTERVAL, OPT_TOP_BY,
        OPT_SNAP_DIR, OPT_SNAP_INTERVAL, OPT_SNAP_KEEP, OPT_FILE_MODE, OPT_FOLLOW_FORKS,
-       OPT_HOLD_EXEC, OPT_RING_SIZE };
+       OPT_HOLD_EXEC, OPT_RING_SIZE, OPT_INJECT };
 
 /* Which options were given, for the checks across options. */
 struct cli_seen {
@@ -166,6 +170,7 @@ static const struct option longopts[] = {
 	{"follow-forks", no_argument, NULL, OPT_FOLLOW_FORKS},
 	{"hold-exec", no_argument, NULL, OPT_HOLD_EXEC},
 	{"ring-size", required_argument, NULL, OPT_RING_SIZE},
+	{"inject", optional_argument, NULL, OPT_INJECT},
 	{NULL, 0, NULL, 0},
 };
 
@@ -236,6 +241,16 @@ static bool parse_valued(int c, const char *arg, struct cli_opts *o, struct cli_
 			return false;
 		}
 		o->ring_bytes = (unsigned)l;
+		return true;
+	case OPT_INJECT:
+		if (!arg || strcmp(arg, "auto") == 0) o->inject = CLI_INJECT_AUTO;
+		else if (strcmp(arg, "required") == 0) o->inject = CLI_INJECT_REQUIRED;
+		else if (strcmp(arg, "no") == 0) o->inject = CLI_INJECT_NO;
+		else {
+			set_err(err, errlen, "invalid --inject='%s': expected --inject, --inject=required "
+				"or --inject=no", arg);
+			return false;
+		}
 		return true;
 	case OPT_TOP_INTERVAL:
 		if (parse_seconds(arg, 0.1, false, 3600, &o->top_interval)) return true;
@@ -333,6 +348,11 @@ static enum cli_result check_combination(const struct cli_opts *o, const struct 
 	if (o->npids > 1 && o->output && !o->no_trace && !strstr(o->output, "%p")) {
 		set_err(err, errlen, "with several -p, each process needs its own trace: put %%p "
 			"(replaced by the PID) in the -o file name, e.g. -o trace-%%p.ctf");
+		return CLI_ERROR;
+	}
+	if (o->inject && o->probe_floor) {
+		set_err(err, errlen, "--inject and --probe-floor do not go together (the floor measures "
+			"the allocator probes)");
 		return CLI_ERROR;
 	}
 	if (o->follow_forks && o->output && !o->no_trace && !strstr(o->output, "%p")) {

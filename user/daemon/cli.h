@@ -14,6 +14,12 @@
 
 #define CLI_MAX_PIDS 64
 
+enum cli_inject {
+	CLI_INJECT_NO = 0,     /* allocator uprobes (the default) */
+	CLI_INJECT_AUTO,       /* --inject: our in-process sampler, else uprobes (with a message) */
+	CLI_INJECT_REQUIRED,   /* --inject=required: the sampler or nothing */
+};
+
 struct cli_opts {
 	pid_t pid;            /* the first -p PID, 0 when a command is given instead */
 	pid_t pids[CLI_MAX_PIDS]; /* every -p PID (repeatable), in order, no duplicates */
@@ -37,6 +43,7 @@ struct cli_opts {
 	unsigned snapshot_keep;    /* --snapshot-keep N; 0 = keep all */
 	unsigned file_mode;        /* --file-mode MODE: trace and snapshot files (default 0600) */
 	bool follow_forks;         /* --follow-forks: trace forked processes too, each on its own */
+	enum cli_inject inject;    /* --inject[=required] */
 	bool hold_exec;            /* --hold-exec (-p): ptrace-hold the process at each exec until the
 				      new program's probes are in place (-- CMD always is) */
 };

@@ -155,6 +155,10 @@ int target_start_session(struct targets *ts, struct target *t, bool before_exec,
 		.out_fd = t->out_fd, .no_trace = o->no_trace, .trace_optional = t->snap != NULL,
 		.executable = t->name[0] ? t->name : t->exe, .sites = &t->sites, .spawned = before_exec,
 		.exec_time = ts->lc ? exec_time_of : NULL, .exec_ctx = ts->lc};
+	if (o->inject && !t->begun && !before_exec) {
+		int rc = inject_mode_prepare(o, t->pid, &t->sampler, &so.tracer, err, errlen);
+		if (rc < 0) return -1;
+	}
 	if (t->begun) { /* prepared while the process was held at its exec */
 		t->s = t->begun;
 		t->begun = NULL;
@@ -165,7 +169,18 @@ int target_start_session(struct targets *ts, struct target *t, bool before_exec,
 	} else {
 		t->s = session_open(&so, err, errlen);
 	}
-	if (!t->s) return -1;
+	if (!t->s) {
+		inject_mode_stop(t->sampler, true);
+		t->sampler = NULL;
+		return -1;
+	}
+	if (t->sampler && inject_mode_start(t->sampler, o, err, errlen) < 0) {
+		session_close(t->s);
+		t->s = NULL;
+		free(t->sampler);
+		t->sampler = NULL;
+		return -1;
+	}
 	if (t->hold) exec_prep_watch(ts->prep, t->pid, t->s); /* muted at its exec */
 	t->active = true;
 	t->ok = true;
@@ -209,6 +224,8 @@ void target_release_outputs(struct targets *ts, struct target *t, bool remove_ou
 {
 	if (t->s) exec_prep_unwatch(ts->prep, t->s);
 	if (t->s && t->hold) hold_clear_exit_hook(t->hold, t->s);
+	inject_mode_stop(t->sampler, true);
+	t->sampler = NULL;
 	if (t->s) session_close(t->s);
 	t->s = NULL;
 	if (t->out_fd >= 0) {
@@ -302,6 +319,9 @@ void target_finish(struct targets *ts, struct target *t, enum finish_why why,
 	say_why(ts, t, why);
 	if (t->hold) hold_clear_exit_hook(t->hold, t->s); /* the final drain follows */
 	exec_prep_unwatch(ts->prep, t->s);
+	/* the GOT back before the probes go (frees of sampled blocks are seen until then) */
+	inject_mode_stop(t->sampler, why != FINISH_EXIT);
+	t->sampler = NULL;
 	t->ok = session_finish(t->s) == 0 && !error;
 	if (!t->ok && !error) msg_error("%s", session_error(t->s));
 	target_snapshot(t, false); /* the heap at the end, after the final drain and reconcile */

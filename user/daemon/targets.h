@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "exec_prep.h"
+#include "inject_mode.h"
 #include "process/hold.h"
 #include "process/lifecycle.h"
 #include "process/session.h"
@@ -37,6 +38,7 @@ struct target {
 				 NULL; borrowed from struct targets */
 	bool initial;         /* one of the processes named on the command line */
 	struct session *begun; /* begun already (an exec prepared while held): its trace starts */
+	struct sampler_ctl *sampler; /* --inject: our sampler in it, started (inject_mode.h) */
 };
 
 /* A trace file of a chain of programs (exec), for the final list. */

@@ -157,8 +157,8 @@ static void on_alloc(void *ctx, const struct tracer_alloc *a)
 		if (!s->stacks && !s->stacks_error[0])
 			snprintf(s->stacks_error, sizeof s->stacks_error, "%s", e);
 	}
-	int n = s->stacks ? stacks_unwind(s->stacks, (pid_t)a->tid, a->regs, a->stack, a->stack_len,
-					  s->codes, MAX_CODES) : 0;
+	int n = s->stacks ? stacks_unwind_from(s->stacks, (pid_t)a->tid, a->regs, a->stack,
+					       a->stack_len, a->in_sampler, s->codes, MAX_CODES) : 0;
 	if (n < 0) n = 0;
 	/* stacks give innermost first; memtrace backtraces and the trie are outermost first */
 	for (int i = 0; i < n; i++) s->bt[i] = s->codes[n - 1 - i];

@@ -40,7 +40,8 @@ _Static_assert(SAME(MT_FN_MALLOC, AF_MALLOC) && SAME(MT_FN_CALLOC, AF_CALLOC) &&
 
 const char *tracer_mode_name(enum tracer_mode mode)
 {
-	return mode == TRACER_MODE_SESSION ? "session uprobes" : "uprobe + uretprobe";
+	return mode == TRACER_MODE_SESSION ? "session uprobes"
+	     : mode == TRACER_MODE_USDT ? "in-process sampler (USDT)" : "uprobe + uretprobe";
 }
 
 enum tracer_mode tracer_mode(const struct tracer *t)
@@ -113,14 +114,18 @@ static void fill_exp_table(volatile __u64 *table, double mean)
 static void set_autoload(struct memtraced_bpf *sk, enum tracer_mode mode, bool floor)
 {
 	bool session = mode == TRACER_MODE_SESSION;
+	bool usdt = mode == TRACER_MODE_USDT;
+	floor = floor && !usdt;
 	bpf_program__set_autoload(sk->progs.alloc_session, session && !floor);
-	bpf_program__set_autoload(sk->progs.alloc_entry, !session && !floor);
-	bpf_program__set_autoload(sk->progs.alloc_return, !session && !floor);
-	bpf_program__set_autoload(sk->progs.free_probe, !floor);
+	bpf_program__set_autoload(sk->progs.alloc_entry, !session && !usdt && !floor);
+	bpf_program__set_autoload(sk->progs.alloc_return, !session && !usdt && !floor);
+	bpf_program__set_autoload(sk->progs.free_probe, !usdt && !floor);
 	bpf_program__set_autoload(sk->progs.floor_session, session && floor);
-	bpf_program__set_autoload(sk->progs.floor_entry, !session && floor);
-	bpf_program__set_autoload(sk->progs.floor_return, !session && floor);
+	bpf_program__set_autoload(sk->progs.floor_entry, !session && !usdt && floor);
+	bpf_program__set_autoload(sk->progs.floor_return, !session && !usdt && floor);
 	bpf_program__set_autoload(sk->progs.floor_free, floor);
+	bpf_program__set_autoload(sk->progs.usdt_alloc, usdt);
+	bpf_program__set_autoload(sk->progs.usdt_free, usdt);
 	if (session) {
 		bpf_program__set_expected_attach_type(sk->progs.alloc_session, UPROBE_ATTACH_SESSION);
 		bpf_program__set_expected_attach_type(sk->progs.floor_session, UPROBE_ATTACH_SESSION);
@@ -267,7 +272,8 @@ struct tracer *tracer_load(pid_t pid, const struct tracer_opts *opts, char *err,
 	}
 	t->pid = pid;
 	t->floor = opts->floor;
-	t->mode = opts->no_session ? TRACER_MODE_UPROBE_URETPROBE : TRACER_MODE_SESSION;
+	t->mode = opts->usdt ? TRACER_MODE_USDT
+	        : opts->no_session ? TRACER_MODE_UPROBE_URETPROBE : TRACER_MODE_SESSION;
 	if (t->mode == TRACER_MODE_SESSION) {
 		/* A kernel without session uprobes rejects the program: quietly fall back. */
 		libbpf_print_fn_t old = libbpf_set_print(silent_libbpf);
@@ -285,20 +291,55 @@ struct tracer *tracer_load(pid_t pid, const struct tracer_opts *opts, char *err,
 	return t;
 }
 
-int tracer_attach(struct tracer *t, const struct alloc_sites *sites, char *err, size_t errlen)
+static int start_intake(struct tracer *t, char *err, size_t errlen)
 {
-	if (check_sites(sites, err, errlen))
-		return -1;
-	int rc = t->mode == TRACER_MODE_SESSION ? attach_session(t, sites, err, errlen)
-	                                        : attach_fallback(t, sites, err, errlen);
-	if (rc)
-		return -1;
 	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), intake_record, t, NULL);
 	if (!t->rb) {
 		snprintf(err, errlen, "cannot set up the ring buffer consumer: %s", strerror(errno));
 		return -1;
 	}
 	return 0;
+}
+
+int tracer_attach(struct tracer *t, const struct alloc_sites *sites, char *err, size_t errlen)
+{
+	if (t->mode == TRACER_MODE_USDT) {
+		snprintf(err, errlen, "a tracer loaded for USDT probes takes tracer_attach_usdt");
+		return -1;
+	}
+	if (check_sites(sites, err, errlen))
+		return -1;
+	int rc = t->mode == TRACER_MODE_SESSION ? attach_session(t, sites, err, errlen)
+	                                        : attach_fallback(t, sites, err, errlen);
+	if (rc)
+		return -1;
+	return start_intake(t, err, errlen);
+}
+
+static int attach_usdt_probe(struct tracer *t, struct bpf_program *prog, const char *path,
+                             const char *name, char *err, size_t errlen)
+{
+	struct bpf_link *l = bpf_program__attach_usdt(prog, t->pid, path, TRACER_USDT_PROVIDER,
+	                                              name, NULL);
+	if (!l) {
+		snprintf(err, errlen, "cannot attach to the USDT probe %s:%s in %s for pid %d: %s",
+		         TRACER_USDT_PROVIDER, name, path, (int)t->pid, strerror(errno));
+		return -1;
+	}
+	t->links[t->nlinks++] = l;
+	return 0;
+}
+
+int tracer_attach_usdt(struct tracer *t, const char *path, char *err, size_t errlen)
+{
+	if (t->mode != TRACER_MODE_USDT) {
+		snprintf(err, errlen, "this tracer was not loaded for USDT probes");
+		return -1;
+	}
+	if (attach_usdt_probe(t, t->skel->progs.usdt_alloc, path, "alloc", err, errlen) ||
+	    attach_usdt_probe(t, t->skel->progs.usdt_free, path, "free", err, errlen))
+		return -1;
+	return start_intake(t, err, errlen);
 }
 
 struct tracer *tracer_open(pid_t pid, const struct alloc_sites *sites, const struct tracer_opts *opts,
@@ -320,6 +361,8 @@ int tracer_attach_sites(struct tracer *t, const struct alloc_sites *sites, char 
 {
 	if (!t || check_sites(sites, err, errlen))
 		return -1;
+	if (t->mode == TRACER_MODE_USDT)
+		return 0; /* the sampler patches objects loaded later itself */
 	int links = t->mode == TRACER_MODE_SESSION ? t->nlink_fds : t->nlinks;
 	int need = 2 * sites->n; /* at most: an entry and a return (or free) link per site */
 	if (links + need > TRACER_MAX_LINKS) {

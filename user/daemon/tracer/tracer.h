@@ -38,6 +38,8 @@ struct tracer_opts {
 	unsigned ringbuf_bytes;  /* 0: default 4 MiB; a power of two */
 	bool floor;              /* benchmark floor: empty probes on exactly the same sites */
 	bool no_session;         /* force the uprobe + uretprobe fallback (tests, benchmarks) */
+	bool usdt;               /* no allocator probes: an in-process sampler's USDT probes
+	                            (tracer_attach_usdt) */
 };
 
 struct tracer_alloc {        /* one sampled allocation */
@@ -50,6 +52,9 @@ struct tracer_alloc {        /* one sampled allocation */
 	const uint8_t *stack;    /* copy of user stack starting at regs[7] (rsp) */
 	size_t stack_len;
 	enum alloc_fn fn;        /* the function called (added field) */
+	bool in_sampler;         /* from an in-process sampler's probe: regs and stack are at the
+	                            probe site inside the sampler, whose frames the unwinder hides;
+	                            fn is unknown (AF_MALLOC) */
 };
 
 struct tracer_free { uint64_t seq; uint64_t addr; uint64_t time_ns; uint32_t pid, tid; };
@@ -72,8 +77,14 @@ struct tracer_stats {
 
 enum tracer_mode {
 	TRACER_MODE_SESSION,         /* session uprobes: return probe only for sampled calls */
-	TRACER_MODE_UPROBE_URETPROBE /* fallback: every allocation call also takes a uretprobe */
+	TRACER_MODE_UPROBE_URETPROBE, /* fallback: every allocation call also takes a uretprobe */
+	TRACER_MODE_USDT              /* an in-process sampler's otel_memory:alloc/free probes */
 };
+
+/* The USDT contract of the OpenTelemetry eBPF profiler's memory design: an in-process sampler
+ * fires otel_memory:alloc(ptr, size, weight) for sampled blocks (weight = nsamples * mean gap
+ * bytes) and otel_memory:free(ptr) for their frees. */
+#define TRACER_USDT_PROVIDER "otel_memory"
 
 /* Load + attach; pid may be a stopped child (before its exec). NULL on error, with a message. */
 struct tracer *tracer_open(pid_t pid, const struct alloc_sites *sites, const struct tracer_opts *opts,
@@ -83,6 +94,9 @@ struct tracer *tracer_open(pid_t pid, const struct alloc_sites *sites, const str
  * followed at once. tracer_attach once per tracer; -1 with a message (then tracer_close). */
 struct tracer *tracer_load(pid_t pid, const struct tracer_opts *opts, char *err, size_t errlen);
 int tracer_attach(struct tracer *t, const struct alloc_sites *sites, char *err, size_t errlen);
+/* For a tracer loaded with opts.usdt: attaches to the otel_memory probes of the object at path
+ * (as the target sees it, e.g. /proc/PID/root/...) in pid. 0, or -1 with a message. */
+int tracer_attach_usdt(struct tracer *t, const char *path, char *err, size_t errlen);
 /* Sleeps up to timeout_ms (less when the ring buffer fills past half), then delivers all
  * pending records through cb. Returns the number of records, or -1 on error. */
 int tracer_poll(struct tracer *t, int timeout_ms, const struct tracer_callbacks *cb, void *ctx);

@@ -22,7 +22,7 @@ static void update_live_count(struct tracer *t)
 	__atomic_store_n(&t->live_count, (uint64_t)t->visible.count, __ATOMIC_RELAXED);
 }
 
-static void deliver_alloc(struct tracer *t, const struct mt_alloc_record *r)
+static void deliver_alloc(struct tracer *t, const struct mt_alloc_record *r, bool in_sampler)
 {
 	/* Remember it before the callback: a FREE for it may be the next record. */
 	if (seq_table_put(&t->visible, r->seq, r->addr, t->epoch))
@@ -34,7 +34,7 @@ static void deliver_alloc(struct tracer *t, const struct mt_alloc_record *r)
 		.seq = r->seq, .pid = r->pid, .tid = r->tid, .time_ns = r->time_ns,
 		.addr = r->addr, .size = r->size, .nsamples = r->nsamples,
 		.regs = (const uint64_t *)r->regs, .stack = r->stack, .stack_len = r->stack_len,
-		.fn = (enum alloc_fn)r->fn,
+		.fn = (enum alloc_fn)r->fn, .in_sampler = in_sampler,
 	};
 	t->cb->alloc(t->cb_ctx, &a);
 }
@@ -62,14 +62,14 @@ int intake_record(void *ctx, void *data, size_t len)
 		return 0;
 	}
 	memcpy(&type, data, sizeof(type));
-	if (type == MT_REC_ALLOC) {
+	if (type == MT_REC_ALLOC || type == MT_REC_ALLOC_USDT) {
 		const struct mt_alloc_record *r = data;
 		if (len < sizeof(*r) || r->stack_len > r->stack_reserved ||
 		    r->stack_reserved > len - sizeof(*r) || !r->seq || r->fn >= AF_COUNT) {
 			count(&t->bad_records, 1);
 			return 0;
 		}
-		deliver_alloc(t, r);
+		deliver_alloc(t, r, type == MT_REC_ALLOC_USDT);
 	} else if (type == MT_REC_FREE) {
 		const struct mt_free_record *r = data;
 		if (len < sizeof(*r)) {

@@ -159,6 +159,8 @@ struct stacks {
 	uint64_t sp;
 	bool truncated;
 	int frame_index;
+	bool in_sampler;          /* hide the leading frames of the sampler's object */
+	Dwfl_Module *hidden;      /* that object, while its frames are being left out */
 	struct frame_pc frames[MAX_FRAMES];
 	int nframes;
 
@@ -408,6 +410,20 @@ static const Dwfl_Thread_Callbacks thread_callbacks = {
 	.set_initial_registers = cb_set_initial_registers,
 };
 
+/* Is m the process's executable (the object mapped from /proc/PID/exe)? */
+static bool module_is_executable(struct stacks *s, Dwfl_Module *m)
+{
+	const char *mainfile = NULL;
+	dwfl_module_info(m, NULL, NULL, NULL, NULL, NULL, &mainfile, NULL);
+	if (!mainfile)
+		return false;
+	struct stat a, b;
+	char exe[64];
+	snprintf(exe, sizeof exe, "/proc/%d/exe", (int)s->pid);
+	return stat(mainfile, &a) == 0 && stat(exe, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
 static int cb_frame(Dwfl_Frame *frame, void *arg)
 {
 	struct stacks *s = arg;
@@ -415,8 +431,21 @@ static int cb_frame(Dwfl_Frame *frame, void *arg)
 	bool activation;
 	if (!dwfl_frame_pc(frame, &pc, &activation))
 		return DWARF_CB_ABORT;
-	if (s->frame_index++ == 0)
-		return DWARF_CB_OK; /* the allocation function itself, at its entry */
+	if (s->frame_index++ == 0) {
+		/* the allocation function itself, at its entry; or the probe site inside an
+		 * in-process sampler, whose object's frames are all left out (a sampler inside
+		 * the executable itself: only this frame) */
+		if (s->in_sampler) {
+			Dwfl_Module *m = dwfl_addrmodule(s->dwfl, pc);
+			s->hidden = m && !module_is_executable(s, m) ? m : NULL;
+		}
+		return DWARF_CB_OK;
+	}
+	if (s->hidden) {
+		if (dwfl_addrmodule(s->dwfl, pc - 1) == s->hidden)
+			return DWARF_CB_OK;
+		s->hidden = NULL;
+	}
 	if (s->nframes >= MAX_FRAMES)
 		return DWARF_CB_ABORT;
 	/* A return address points after the call: pc - 1 is in the call instruction, the line
@@ -500,6 +529,7 @@ static int unwind_once(struct stacks *s)
 	s->truncated = false;
 	s->frame_index = 0;
 	s->nframes = 0;
+	s->hidden = NULL;
 	return dwfl_getthread_frames(s->dwfl, s->tid, cb_frame, s);
 }
 
@@ -534,8 +564,16 @@ static uint64_t code_of_pc(struct stacks *s, Dwarf_Addr pc)
 int stacks_unwind(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_NREGS],
 		  const uint8_t *stack, size_t stack_len, uint64_t *codes, int max_codes)
 {
+	return stacks_unwind_from(s, tid, regs, stack, stack_len, false, codes, max_codes);
+}
+
+int stacks_unwind_from(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_NREGS],
+		       const uint8_t *stack, size_t stack_len, bool in_sampler, uint64_t *codes,
+		       int max_codes)
+{
 	if (!s || !regs || !codes || max_codes <= 0)
 		return 0;
+	s->in_sampler = in_sampler;
 	s->stats.samples++;
 	current = s;
 	s->tid = tid > 0 ? tid : s->pid;

@@ -16,6 +16,7 @@
 #ifndef MEMTRACED_STACKS_H
 #define MEMTRACED_STACKS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -48,6 +49,12 @@ void stacks_refresh(struct stacks *s);
  * Codes are stable functions of (object build-id, offset), never 0, < 2^62. */
 int stacks_unwind(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_NREGS],
 		  const uint8_t *stack, size_t stack_len, uint64_t *codes, int max_codes);
+/* stacks_unwind for a sample taken at a probe site inside an in-process sampler (regs at the
+ * site): the leading frames in the sampler's object are left out too, so codes[0] is the call
+ * site of the allocation function in the program. */
+int stacks_unwind_from(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_NREGS],
+		       const uint8_t *stack, size_t stack_len, bool in_sampler, uint64_t *codes,
+		       int max_codes);
 /* mt_locations_fn for the writer: the location list of a code (outermost first). Returns the
  * number of locations (the array lives as long as s), or -1 for a code s never handed out. */
 int stacks_locations(void *stacks, uint64_t code, const mt_location **locs);

@@ -1,0 +1,127 @@
+/* Placing, starting and stopping our in-process sampler in a target (see sampler_ctl.h). */
+#include "sampler_ctl.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "inject.h"
+
+int sampler_library_path(char *out, size_t outlen, char *err, size_t errlen)
+{
+	const char *env = getenv("MEMTRACED_SAMPLER");
+	char buf[PATH_MAX];
+	if (env && env[0]) {
+		snprintf(buf, sizeof buf, "%s", env);
+	} else {
+		char exe[PATH_MAX];
+		ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+		if (n <= 0) {
+			snprintf(err, errlen, "cannot find memtraced's own executable: %s", strerror(errno));
+			return -1;
+		}
+		exe[n] = '\0';
+		char *slash = strrchr(exe, '/');
+		if (slash) *slash = '\0';
+		if (snprintf(buf, sizeof buf, "%.3900s/../lib/%s", exe, SAMPLER_LIB_NAME) >= (int)sizeof buf) {
+			snprintf(err, errlen, "memtraced's path is too long");
+			return -1;
+		}
+	}
+	/* absolute and canonical: the target resolves it in its own working directory */
+	if (!realpath(buf, out) || strlen(out) >= outlen) {
+		snprintf(err, errlen, "the sampler library %s is not there (%s; set MEMTRACED_SAMPLER)",
+			 buf, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Does pid see the file system as we do (same root directory)? */
+static bool same_root(pid_t pid)
+{
+	char root[64];
+	snprintf(root, sizeof root, "/proc/%d/root/", (int)pid);
+	struct stat a, b;
+	return stat(root, &a) == 0 && stat("/", &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+int sampler_place(pid_t pid, const char *path, struct sampler_ctl *c, char *err, size_t errlen)
+{
+	memset(c, 0, sizeof *c);
+	c->pid = pid;
+	snprintf(c->path, sizeof c->path, "%s", path);
+	if (!same_root(pid)) {
+		snprintf(err, errlen, "PID %d runs in another root directory (a container?): the sampler "
+			 "library is not visible there", (int)pid);
+		return -1;
+	}
+	char why[512];
+	if (inject_check_target(pid, why, sizeof why) != 0) {
+		snprintf(err, errlen, "%s", why);
+		return -1;
+	}
+	/* Loaded already (an earlier --inject)? Said in the summary; dlopen then only counts. */
+	uint64_t addr;
+	c->reused = inject_find_symbol(pid, "memtraced_sampler_version", &addr, NULL, 0, why,
+				       sizeof why) == 0;
+	struct inject_session *s;
+	if (inject_attach(pid, &s, err, errlen) != 0) return -1;
+	uint64_t handle = 0, version_fn = 0, version = 0;
+	int rc = -1;
+	if (inject_session_dlopen(s, path, &handle, err, errlen) == 0 &&
+	    inject_session_dlsym(s, handle, "memtraced_sampler_version", &version_fn, err, errlen) == 0 &&
+	    inject_session_dlsym(s, handle, "memtraced_sampler_start", &c->start, err, errlen) == 0 &&
+	    inject_session_dlsym(s, handle, "memtraced_sampler_stop", &c->stop, err, errlen) == 0 &&
+	    inject_session_call(s, version_fn, NULL, 0, &version, err, errlen) == 0)
+		rc = 0;
+	char e2[256];
+	if (inject_detach(s, e2, sizeof e2) != 0 && rc == 0) {
+		snprintf(err, errlen, "%s", e2);
+		rc = -1;
+	}
+	if (rc) return -1;
+	c->version = (long)version;
+	if (c->version != SAMPLER_VERSION) {
+		snprintf(err, errlen, "the sampler library in PID %d is version %ld, this memtraced "
+			 "needs %d", (int)pid, c->version, SAMPLER_VERSION);
+		return -1;
+	}
+	return 0;
+}
+
+uint64_t sampler_mean_gap(double rate, uint64_t *flags)
+{
+	*flags = rate >= 1 ? 1 : 0;
+	return rate >= 1 ? 8 : (uint64_t)llround(8 / rate); /* as the tracer's mean_gap */
+}
+
+int sampler_start(struct sampler_ctl *c, double rate, long *slots, char *err, size_t errlen)
+{
+	uint64_t flags, gap = sampler_mean_gap(rate, &flags), ret = 0;
+	uint64_t args[2] = {gap, flags};
+	if (inject_call(c->pid, c->start, args, 2, &ret, err, errlen) != 0) return -1;
+	if ((long)ret < 0) {
+		snprintf(err, errlen, "the sampler could not start in PID %d: %s", (int)c->pid,
+			 strerror((int)-(long)ret));
+		return -1;
+	}
+	c->started = true;
+	if (slots) *slots = (long)ret;
+	return 0;
+}
+
+int sampler_stop(struct sampler_ctl *c, char *err, size_t errlen)
+{
+	if (!c->started) return 0;
+	c->started = false;
+	if (kill(c->pid, 0) < 0 && errno == ESRCH) return 0;
+	uint64_t ret = 0;
+	return inject_call(c->pid, c->stop, NULL, 0, &ret, err, errlen);
+}

@@ -1,0 +1,41 @@
+/* Our in-process sampler (user/sampler/, libmemtraced_sampler.so) in a running target: placing
+ * it (the injector's dlopen), starting it (its GOT redirections) and stopping it (the GOT put
+ * back; the library stays loaded, inert). The BPF side that records its USDT probes is the
+ * tracer's (tracer_attach_usdt). */
+#ifndef MEMTRACED_SAMPLER_CTL_H
+#define MEMTRACED_SAMPLER_CTL_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SAMPLER_LIB_NAME "libmemtraced_sampler.so"
+#define SAMPLER_VERSION 1
+
+struct sampler_ctl {
+	pid_t pid;
+	char path[4096];        /* the library, as both we and the target see it */
+	uint64_t start, stop;   /* its functions' addresses in the target */
+	long version;
+	bool reused;            /* it was loaded already (an earlier --inject) */
+	bool started;
+};
+
+/* The library memtraced places: $MEMTRACED_SAMPLER, else ../lib/libmemtraced_sampler.so next to
+ * memtraced's own executable (the build tree and `make install` both lay it out so). 0, or -1
+ * with a message. */
+int sampler_library_path(char *out, size_t outlen, char *err, size_t errlen);
+/* Loads the library into pid (dlopen in the target: the same handle again if an earlier
+ * --inject left it there) and finds its functions. Refuses what the injector refuses, and a
+ * target whose root is not ours (a container: the library is not visible there). */
+int sampler_place(pid_t pid, const char *path, struct sampler_ctl *c, char *err, size_t errlen);
+/* Starts sampling at rate (per 8-byte word; 1 = every word): *slots is the number of GOT
+ * entries it redirected. */
+int sampler_start(struct sampler_ctl *c, double rate, long *slots, char *err, size_t errlen);
+/* Puts the GOT back (a process that has exited: nothing to do, 0). */
+int sampler_stop(struct sampler_ctl *c, char *err, size_t errlen);
+/* The sampler's mean gap between sample points in bytes for rate, and its flags (bit 0: every
+ * word); the BPF side reads nsamples = weight / gap back. */
+uint64_t sampler_mean_gap(double rate, uint64_t *flags);
+
+#endif

@@ -1,0 +1,67 @@
+/* --inject (see inject_mode.h). */
+#include "inject_mode.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/msg.h"
+#include "tracer/tracer.h"
+
+int inject_mode_prepare(const struct cli_opts *o, pid_t pid, struct sampler_ctl **ctl,
+			struct tracer **tracer, char *err, size_t errlen)
+{
+	*ctl = NULL;
+	*tracer = NULL;
+	char why[4400] = "", path[4096];
+	struct sampler_ctl *c = calloc(1, sizeof *c);
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (sampler_library_path(path, sizeof path, why, sizeof why) == 0 &&
+	    sampler_place(pid, path, c, why, sizeof why) == 0) {
+		struct tracer_opts to = {.rate = o->rate, .stack_bytes = o->stack_bytes,
+					 .ringbuf_bytes = o->ring_bytes, .usdt = true};
+		char e[1024] = "";
+		struct tracer *t = tracer_load(pid, &to, e, sizeof e);
+		if (t && tracer_attach_usdt(t, c->path, e, sizeof e) == 0) {
+			*ctl = c;
+			*tracer = t;
+			return 0;
+		}
+		tracer_close(t);
+		snprintf(err, errlen, "PID %d: the sampler is in place but its probes cannot be traced: "
+			 "%s", (int)pid, e);
+		free(c);
+		return -1;
+	}
+	free(c);
+	if (o->inject == CLI_INJECT_REQUIRED) {
+		snprintf(err, errlen, "--inject=required: cannot place the sampler into PID %d: %.4000s",
+			 (int)pid, why);
+		return -1;
+	}
+	msg_warn("--inject: cannot place the sampler into PID %d (%s): tracing it with uprobes",
+		 (int)pid, why);
+	return 1;
+}
+
+int inject_mode_start(struct sampler_ctl *ctl, const struct cli_opts *o, char *err, size_t errlen)
+{
+	long slots = 0;
+	if (sampler_start(ctl, o->rate, &slots, err, errlen) < 0) return -1;
+	msg_info("PID %d: sampler %s %s, %ld GOT entries redirected", (int)ctl->pid,
+		 ctl->reused ? "already in place (reused):" : "placed:", ctl->path, slots);
+	return 0;
+}
+
+void inject_mode_stop(struct sampler_ctl *ctl, bool alive)
+{
+	if (!ctl) return;
+	char err[512] = "";
+	if (alive && sampler_stop(ctl, err, sizeof err) < 0)
+		msg_warn("PID %d: cannot put the GOT entries back (%s); the sampler stays inert "
+			 "without a tracer", (int)ctl->pid, err);
+	free(ctl);
+}

@@ -1,0 +1,25 @@
+/* --inject at the entry: our sampler placed into a target, the tracer of its USDT probes, and
+ * putting its GOT back at the end. */
+#ifndef MEMTRACED_INJECT_MODE_H
+#define MEMTRACED_INJECT_MODE_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "cli.h"
+#include "inject/sampler_ctl.h"
+
+struct tracer;
+
+/* Places the sampler into pid and loads + attaches a tracer of its probes (not started yet).
+ * 0: *ctl (malloc'ed) and *tracer are set. 1: it cannot be placed and o->inject is auto: the
+ * reason was said, trace with uprobes (*ctl and *tracer NULL). -1: an error (message in err). */
+int inject_mode_prepare(const struct cli_opts *o, pid_t pid, struct sampler_ctl **ctl,
+			struct tracer **tracer, char *err, size_t errlen);
+/* The session is open: the sampler starts redirecting (says how many GOT entries). */
+int inject_mode_start(struct sampler_ctl *ctl, const struct cli_opts *o, char *err, size_t errlen);
+/* The end: the GOT back, the library left in place, inert (alive false: the process has
+ * exited, nothing to put back); frees ctl. NULL is allowed. */
+void inject_mode_stop(struct sampler_ctl *ctl, bool alive);
+
+#endif

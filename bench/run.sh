@@ -6,10 +6,10 @@
 # Sections (BENCH_ONLY=micro,redis,pipeline,accuracy,format,stacks,attach to pick some):
 #   micro     malloc/free loop (bench/micro_alloc), ns per pair, interleaved rounds of:
 #             none | floor (empty probes on memtraced's sites) | memtraced (default rate) |
-#             memtraced --rate 1 | bcc memleak | heaptrack; plus design figures from
+#             memtraced --rate 1 | memtraced --inject | bcc memleak | heaptrack; plus design figures from
 #             bench/probe_cost (empty session vs uretprobe probes)
 #   redis     redis-server under redis-benchmark (SET, GET), requests/s: none | memtraced |
-#             memleak, and the drops of memtraced at the default rate
+#             memtraced --inject | memleak, and the drops of memtraced at the default rate
 #   pipeline  memtraced at rising rates: samples/s drained with no drop, daemon CPU per sample,
 #             peak RSS, trace bytes per allocation event
 #   accuracy  estimated vs true bytes per site (tests/targets/sites)
@@ -29,6 +29,7 @@ TOP=$(pwd)
 BB=$TOP/$BUILD/bench
 MEMTRACED=$TOP/$BUILD/bin/memtraced
 SITES_TARGET=$TOP/$BUILD/tests/targets/sites
+SAMPLER=$TOP/$BUILD/lib/libmemtraced_sampler.so
 ROUNDS=${BENCH_ROUNDS:-5}
 REDIS_ROUNDS=${BENCH_REDIS_ROUNDS:-3}
 REDIS_REQUESTS=${BENCH_REDIS_REQUESTS:-50000}
@@ -151,6 +152,7 @@ start_tracer() {   # VARIANT PID LOGFILE: starts it in the background ($! is its
 	uretprobe_floor) "$BB/probe_cost" -k uretprobe -p "$pid" auto >"$logf" 2>&1 & ;;
 	memtraced) "$MEMTRACED" -q -p "$pid" -o "$TMP/$v.ctf" >"$logf" 2>&1 & ;;
 	memtraced_r1) "$MEMTRACED" -q --rate 1 -p "$pid" -o "$TMP/$v.ctf" >"$logf" 2>&1 & ;;
+	inject) "$MEMTRACED" --no-status --inject=required -p "$pid" -o "$TMP/$v.ctf" >"$logf" 2>&1 & ;;
 	memleak) "${MEMLEAK_CMD[@]}" -p "$pid" 3600 >"$logf" 2>&1 & ;;
 	*) echo "bench: unknown variant $v" >&2; return 1 ;;
 	esac
@@ -163,13 +165,20 @@ micro_once() {   # VARIANT MODE: ns_per_pair into $TMP/val (empty on failure)
 	heaptrack) (cd "$TMP" && "$HEAPTRACK" -o "$TMP/heaptrack" "$BB/micro_alloc" --cpu 0 --mode "$mode" \
 			--iters "$ITERS" --warmup-ms 2000) >"$out" 2>&1; rm -f "$TMP"/heaptrack* ;;
 	*)
-		"$BB/micro_alloc" --cpu 0 --mode "$mode" --iters "$ITERS" --wait-probes --timeout 90 >"$out" 2>&1 &
+		local iters=$ITERS
+		[ "$v" = inject ] && iters=$ITERS_NONE # no trap per call: as many pairs as untraced
+		"$BB/micro_alloc" --cpu 0 --mode "$mode" --iters "$iters" --wait-probes --timeout 90 >"$out" 2>&1 &
 		local w=$!
 		STARTED+=("$w")
 		if ! wait_line "$out" '^ready' 10 "$w"; then wait "$w"; return; fi
 		start_tracer "$v" "$w" "$logf" || return
 		local t=$! try
 		STARTED+=("$t")
+		if [ "$v" = inject ]; then
+			# no uprobe for micro_alloc to see: the sampler is live once memtraced says so
+			wait_line "$logf" 'tracing PID' 30 "$t" && kill -USR1 "$w"
+			sed -nE 's/.*attached in ([0-9.]+) ms.*/\1/p' "$logf" | head -1 >>"$TMP/inject-attach-ms"
+		fi
 		# one retry if the tracer died before attaching (another tool's probe in the way)
 		for try in 1 2; do
 			wait_line "$out" '^attached_after_ms' 90 "$t" && break
@@ -193,6 +202,8 @@ micro_once() {   # VARIANT MODE: ns_per_pair into $TMP/val (empty on failure)
 micro_section() {
 	local variants=(none floor_own uretprobe_floor)
 	[ "$have_memtraced" = 1 ] && variants+=(floor memtraced memtraced_r1)
+	[ "$have_memtraced" = 1 ] && [ -e "$SAMPLER" ] && variants+=(inject)
+	: >"$TMP/inject-attach-ms"
 	[ "$have_memleak" = 1 ] && variants+=(memleak)
 	[ -n "$HEAPTRACK" ] && variants+=(heaptrack)
 	local mode v r val
@@ -230,9 +241,17 @@ micro_section() {
 		[ -n "$rr" ] && set_result "${p}memleak_vs_memtraced" "$rr" || na "${p}memleak_vs_memtraced" "${MEMLEAK_WHY:-memleak or memtraced did not run}"
 		rr=$(median_ratio "$TMP/m-$mode-heaptrack" "$TMP/m-$mode-memtraced")
 		[ -n "$rr" ] && set_result "${p}heaptrack_vs_memtraced" "$rr" || na "${p}heaptrack_vs_memtraced" "heaptrack or memtraced did not run"
+		rr=$(median_ratio "$TMP/m-$mode-inject" "$TMP/m-$mode-none")
+		[ -n "$rr" ] && set_result "${p}inject_vs_none" "$rr" || na "${p}inject_vs_none" "memtraced --inject did not run"
+		rr=$(median_ratio "$TMP/m-$mode-heaptrack" "$TMP/m-$mode-inject")
+		[ -n "$rr" ] && set_result "${p}heaptrack_vs_inject" "$rr" || na "${p}heaptrack_vs_inject" "heaptrack or memtraced --inject did not run"
 		rr=$(median_ratio "$TMP/m-$mode-uretprobe_floor" "$TMP/m-$mode-floor_own")
 		[ -n "$rr" ] && set_result "${p}uretprobe_vs_session_floor" "$rr"
 	done
+	val=$(median $(cat "$TMP/inject-attach-ms"))
+	[ -n "$val" ] && set_result inject_attach_ms "$val" || na inject_attach_ms "memtraced --inject did not run"
+	note inject_attach_ms "memtraced --inject -p on micro_alloc: option parsing to the sampler started (allocator lookup, injected dlopen, BPF load, USDT attach, GOT redirected)"
+	note inject_ns_per_pair "memtraced --inject at the default rate: the sampler in the process, USDT probes only on sampled blocks (goal: inject_vs_none <= 4, heaptrack_vs_inject >= 5)"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -258,7 +277,16 @@ redis_once() {   # VARIANT ALLOCATOR(glibc|jemalloc) -> "SET_RPS GET_RPS DROPS" 
 	rpid=$!
 	STARTED+=("$rpid")
 	for _ in $(seq 100); do [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] && break; sleep 0.1; done
-	if [ "$v" != none ]; then
+	if [ "$v" = inject ]; then
+		"$MEMTRACED" --no-status --inject=required -p "$rpid" -o "$TMP/redis.ctf" >"$TMP/redis-$v.log" 2>&1 &
+		t=$!
+		STARTED+=("$t")
+		if ! wait_line "$TMP/redis-$v.log" 'tracing PID' 60 "$t"; then
+			log "redis $v: the sampler was not placed: $(tail -2 "$TMP/redis-$v.log" | tr '\n' ' ')"
+			stop_proc "$t" 10; redis-cli -p "$port" shutdown nosave >/dev/null 2>&1; stop_proc "$rpid" 10
+			return
+		fi
+	elif [ "$v" != none ]; then
 		"$BB/wait_probed" -p "$rpid" -t 120 >"$TMP/wp.out" 2>&1 &
 		local wp=$!
 		wait_line "$TMP/wp.out" '^ready' 10 "$wp"
@@ -279,7 +307,7 @@ redis_once() {   # VARIANT ALLOCATOR(glibc|jemalloc) -> "SET_RPS GET_RPS DROPS" 
 	local drops=""
 	if [ -n "$t" ]; then
 		stop_proc "$t" 60 TERM
-		[ "$v" = memtraced ] && { drops=$(summary_drops "$TMP/redis-$v.log"); cp "$TMP/redis-$v.log" "$TMP/last-redis.log"; [ -f "$TMP/redis.ctf" ] && cp "$TMP/redis.ctf" "$TMP/last-redis.ctf"; }
+		[[ $v == memtraced || $v == inject ]] && { drops=$(summary_drops "$TMP/redis-$v.log"); cp "$TMP/redis-$v.log" "$TMP/last-redis.log"; [ -f "$TMP/redis.ctf" ] && cp "$TMP/redis.ctf" "$TMP/last-redis.ctf"; }
 	fi
 	redis-cli -p "$port" shutdown nosave >/dev/null 2>&1
 	stop_proc "$rpid" 10
@@ -295,8 +323,10 @@ redis_section() {
 	local runs=("glibc none")
 	[ "$have_memtraced" = 1 ] && runs+=("glibc memtraced")
 	[ "$have_memleak" = 1 ] && runs+=("glibc memleak")
+	[ "$have_memtraced" = 1 ] && [ -e "$SAMPLER" ] && runs+=("glibc inject")
 	runs+=("jemalloc none")
 	[ "$have_memtraced" = 1 ] && runs+=("jemalloc memtraced")
+	[ "$have_memtraced" = 1 ] && [ -e "$SAMPLER" ] && runs+=("jemalloc inject")
 	local r run alloc v res
 	for run in "${runs[@]}"; do : >"$TMP/r-${run/ /-}"; done
 	for r in $(seq "$REDIS_ROUNDS"); do
@@ -317,9 +347,9 @@ redis_section() {
 			val=$(median $(awk -v c=$col '{ print $c }' "$TMP/r-${run/ /-}"))
 			[ -n "$val" ] && set_result "$key" "$val" || na "$key" "redis-benchmark or the tracer failed (see the bench log)"
 		done
-		if [ "$v" = memtraced ]; then
+		if [ "$v" = memtraced ] || [ "$v" = inject ]; then
 			val=$(awk '$3 != "x" { s += $3; n++ } END { if (n) print s }' "$TMP/r-${run/ /-}")
-			[ -n "$val" ] && set_result "${p}drops_memtraced" "$val" || na "${p}drops_memtraced" "no memtraced summary line"
+			[ -n "$val" ] && set_result "${p}drops_$v" "$val" || na "${p}drops_$v" "no memtraced summary line"
 		fi
 	done
 	[ "$have_memleak" = 1 ] || na redis_set_rps_memleak "$MEMLEAK_WHY"
@@ -333,6 +363,11 @@ redis_section() {
 	b=$(median_ratio <(awk '{ print $1 }' "$TMP/r-jemalloc-memtraced" 2>/dev/null) <(awk '{ print $1 }' "$TMP/r-jemalloc-none" 2>/dev/null))
 	[ -n "$b" ] && set_result redis_jemalloc_set_memtraced_vs_none "$b"
 	[ -n "$a" ] && [ -n "$b" ] && set_result redis_jemalloc_vs_glibc_ratio "$(ratio "$b" "$a")"
+	b=$(median_ratio <(awk '{ print $1 }' "$TMP/r-jemalloc-inject" 2>/dev/null) <(awk '{ print $1 }' "$TMP/r-jemalloc-none" 2>/dev/null))
+	[ -n "$b" ] && set_result redis_jemalloc_set_inject_vs_none "$b"
+	note redis_jemalloc_set_inject_vs_none "redis (jemalloc, as shipped) SET with memtraced --inject / untraced, same rounds (goal >= 0.9)"
+	b=$(median_ratio <(awk '{ print $1 }' "$TMP/r-glibc-inject" 2>/dev/null) <(awk '{ print $1 }' "$TMP/r-glibc-none" 2>/dev/null))
+	[ -n "$b" ] && set_result redis_set_inject_vs_none "$b"
 	note redis_jemalloc_vs_glibc_ratio "redis_jemalloc_set_memtraced_vs_none / redis_set_memtraced_vs_none (goal >= 0.9: jemalloc's entry probes on emulated instructions)"
 }
 
@@ -473,5 +508,7 @@ echo
 echo "goals: overhead_vs_floor <= 1.15: $(goal overhead_vs_floor '<=' 1.15); memleak_vs_memtraced >= 2: $(goal memleak_vs_memtraced '>=' 2);" \
 	"no drop at the default rate on redis: $([ "${R[redis_drops_memtraced]:-n/a}" = 0 ] && [ "${R[redis_jemalloc_drops_memtraced]:-0}" = 0 ] && echo met || echo "NOT met / n/a");" \
 	"attach_ms < 50: $(goal attach_ms '<=' 50); exec_hold_ms < 50: $(goal exec_hold_ms '<=' 50);" \
-	"redis_jemalloc_vs_glibc_ratio >= 0.9: $(goal redis_jemalloc_vs_glibc_ratio '>=' 0.9)"
+	"redis_jemalloc_vs_glibc_ratio >= 0.9: $(goal redis_jemalloc_vs_glibc_ratio '>=' 0.9);" \
+	"inject_vs_none <= 4: $(goal inject_vs_none '<=' 4); heaptrack_vs_inject >= 5: $(goal heaptrack_vs_inject '>=' 5);" \
+	"redis_jemalloc_set_inject_vs_none >= 0.9: $(goal redis_jemalloc_set_inject_vs_none '>=' 0.9)"
 echo "results: $OUT"

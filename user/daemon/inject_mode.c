@@ -8,7 +8,21 @@
 #include "common/msg.h"
 #include "tracer/tracer.h"
 
-int inject_mode_prepare(const struct cli_opts *o, pid_t pid, struct sampler_ctl **ctl,
+/* The tracer of the sampler's probes in pid (the library need not be mapped yet). */
+static struct tracer *usdt_tracer(const struct cli_opts *o, pid_t pid, const char *path,
+				  char *err, size_t errlen)
+{
+	struct tracer_opts to = {.rate = o->rate, .stack_bytes = o->stack_bytes,
+				 .ringbuf_bytes = o->ring_bytes, .usdt = true};
+	char e[1024] = "";
+	struct tracer *t = tracer_load(pid, &to, e, sizeof e);
+	if (t && tracer_attach_usdt(t, path, e, sizeof e) == 0) return t;
+	tracer_close(t);
+	snprintf(err, errlen, "PID %d: the sampler's probes cannot be traced: %s", (int)pid, e);
+	return NULL;
+}
+
+int inject_mode_prepare(const struct cli_opts *o, pid_t pid, bool spawned, struct sampler_ctl **ctl,
 			struct tracer **tracer, char *err, size_t errlen)
 {
 	*ctl = NULL;
@@ -19,22 +33,22 @@ int inject_mode_prepare(const struct cli_opts *o, pid_t pid, struct sampler_ctl 
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	if (sampler_library_path(path, sizeof path, why, sizeof why) == 0 &&
-	    sampler_place(pid, path, c, why, sizeof why) == 0) {
-		struct tracer_opts to = {.rate = o->rate, .stack_bytes = o->stack_bytes,
-					 .ringbuf_bytes = o->ring_bytes, .usdt = true};
-		char e[1024] = "";
-		struct tracer *t = tracer_load(pid, &to, e, sizeof e);
-		if (t && tracer_attach_usdt(t, c->path, e, sizeof e) == 0) {
-			*ctl = c;
-			*tracer = t;
-			return 0;
+	int placed = sampler_library_path(path, sizeof path, why, sizeof why);
+	if (placed == 0 && spawned) { /* placed at its entry point (inject_mode_at_entry) */
+		c->pid = pid;
+		snprintf(c->path, sizeof c->path, "%s", path);
+	} else if (placed == 0) {
+		placed = sampler_place(pid, path, c, why, sizeof why);
+	}
+	c->rate = o->rate;
+	if (placed == 0) {
+		*tracer = usdt_tracer(o, pid, c->path, err, errlen);
+		if (!*tracer) {
+			free(c);
+			return -1;
 		}
-		tracer_close(t);
-		snprintf(err, errlen, "PID %d: the sampler is in place but its probes cannot be traced: "
-			 "%s", (int)pid, e);
-		free(c);
-		return -1;
+		*ctl = c;
+		return 0;
 	}
 	free(c);
 	if (o->inject == CLI_INJECT_REQUIRED) {
@@ -64,4 +78,18 @@ void inject_mode_stop(struct sampler_ctl *ctl, bool alive)
 		msg_warn("PID %d: cannot put the GOT entries back (%s); the sampler stays inert "
 			 "without a tracer", (int)ctl->pid, err);
 	free(ctl);
+}
+
+void inject_mode_at_entry(void *ctl, pid_t pid, long ptrace_options)
+{
+	struct sampler_ctl *c = ctl;
+	char err[4400] = "";
+	long slots = 0;
+	if (sampler_place_held(pid, pid, ptrace_options, c, c->rate, &slots, err, sizeof err) < 0) {
+		msg_warn("--inject: cannot place the sampler into PID %d at its entry point (%s): its "
+			 "allocations are not traced", (int)pid, err);
+		return;
+	}
+	msg_info("PID %d: sampler placed at its entry point: %s, %ld GOT entries redirected",
+		 (int)pid, c->path, slots);
 }

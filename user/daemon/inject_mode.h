@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+
 #include "cli.h"
 #include "inject/sampler_ctl.h"
 
@@ -14,8 +15,12 @@ struct tracer;
 /* Places the sampler into pid and loads + attaches a tracer of its probes (not started yet).
  * 0: *ctl (malloc'ed) and *tracer are set. 1: it cannot be placed and o->inject is auto: the
  * reason was said, trace with uprobes (*ctl and *tracer NULL). -1: an error (message in err). */
-int inject_mode_prepare(const struct cli_opts *o, pid_t pid, struct sampler_ctl **ctl,
+int inject_mode_prepare(const struct cli_opts *o, pid_t pid, bool spawned, struct sampler_ctl **ctl,
 			struct tracer **tracer, char *err, size_t errlen);
+/* spawned (-- CMD, held before its exec): the library is placed and started at its entry
+ * point, by this hold_set_entry_fn function (ctx: the sampler_ctl of inject_mode_prepare);
+ * inject_mode_start is not called then. */
+void inject_mode_at_entry(void *ctl, pid_t pid, long ptrace_options);
 /* The session is open: the sampler starts redirecting (says how many GOT entries). */
 int inject_mode_start(struct sampler_ctl *ctl, const struct cli_opts *o, char *err, size_t errlen);
 /* The end: the GOT back, the library left in place, inert (alive false: the process has

@@ -155,9 +155,11 @@ int target_start_session(struct targets *ts, struct target *t, bool before_exec,
 		.out_fd = t->out_fd, .no_trace = o->no_trace, .trace_optional = t->snap != NULL,
 		.executable = t->name[0] ? t->name : t->exe, .sites = &t->sites, .spawned = before_exec,
 		.exec_time = ts->lc ? exec_time_of : NULL, .exec_ctx = ts->lc};
-	if (o->inject && !t->begun && !before_exec) {
-		int rc = inject_mode_prepare(o, t->pid, &t->sampler, &so.tracer, err, errlen);
+	if (o->inject && !t->begun && t->initial) { /* forks and execs: uprobes */
+		int rc = inject_mode_prepare(o, t->pid, before_exec, &t->sampler, &so.tracer, err, errlen);
 		if (rc < 0) return -1;
+		/* -- CMD: the sampler goes in at its entry point, from the hold's thread */
+		if (t->sampler && before_exec) hold_set_entry_fn(t->hold, inject_mode_at_entry, t->sampler);
 	}
 	if (t->begun) { /* prepared while the process was held at its exec */
 		t->s = t->begun;
@@ -174,7 +176,7 @@ int target_start_session(struct targets *ts, struct target *t, bool before_exec,
 		t->sampler = NULL;
 		return -1;
 	}
-	if (t->sampler && inject_mode_start(t->sampler, o, err, errlen) < 0) {
+	if (t->sampler && !before_exec && inject_mode_start(t->sampler, o, err, errlen) < 0) {
 		session_close(t->s);
 		t->s = NULL;
 		free(t->sampler);
@@ -224,7 +226,8 @@ void target_release_outputs(struct targets *ts, struct target *t, bool remove_ou
 {
 	if (t->s) exec_prep_unwatch(ts->prep, t->s);
 	if (t->s && t->hold) hold_clear_exit_hook(t->hold, t->s);
-	inject_mode_stop(t->sampler, true);
+	if (t->sampler && t->hold) hold_set_entry_fn(t->hold, NULL, NULL);
+	inject_mode_stop(t->sampler, !t->our_child);
 	t->sampler = NULL;
 	if (t->s) session_close(t->s);
 	t->s = NULL;
@@ -320,7 +323,10 @@ void target_finish(struct targets *ts, struct target *t, enum finish_why why,
 	if (t->hold) hold_clear_exit_hook(t->hold, t->s); /* the final drain follows */
 	exec_prep_unwatch(ts->prep, t->s);
 	/* the GOT back before the probes go (frees of sampled blocks are seen until then) */
-	inject_mode_stop(t->sampler, why != FINISH_EXIT);
+	/* (-- CMD is under our ptrace hold: its GOT stays redirected, the sampler passes its
+	 * calls through once the probes are gone) */
+	if (t->sampler && t->hold) hold_set_entry_fn(t->hold, NULL, NULL); /* waits if it runs */
+	inject_mode_stop(t->sampler, why != FINISH_EXIT && !t->our_child);
 	t->sampler = NULL;
 	t->ok = session_finish(t->s) == 0 && !error;
 	if (!t->ok && !error) msg_error("%s", session_error(t->s));

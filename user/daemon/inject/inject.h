@@ -37,6 +37,12 @@ int inject_dlsym(pid_t pid, uint64_t handle, const char *name, uint64_t *addr, c
 struct inject_session;
 /* Checks pid (inject_check_target), chooses a thread and stops it. */
 int inject_attach(pid_t pid, struct inject_session **out, char *err, size_t errlen);
+/* For a caller that is already the ptracer of thread tid of pid (PTRACE_SEIZE'd, with
+ * ptrace_options) and has it in a ptrace-stop outside any system call (a breakpoint): the same
+ * session, without the checks, the seize and the detach: inject_detach puts its state and
+ * options back and leaves it stopped, for the caller to resume. */
+int inject_adopt(pid_t pid, pid_t tid, long ptrace_options, struct inject_session **out,
+                 char *err, size_t errlen);
 /* Calls func on the stopped thread (see inject_call; ret may be NULL). After a failed call
  * the session can only be detached (the thread's state is restored then). */
 int inject_session_call(struct inject_session *s, uint64_t func, const uint64_t *args, int nargs,

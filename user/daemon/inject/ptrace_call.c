@@ -42,6 +42,8 @@ struct inject_session {
 	uint64_t mask_restore;           /* the thread's signal mask while our code ran */
 	bool mask_known, mask_changed;
 	bool broken;                     /* a call failed: only detach is left */
+	bool adopted;                    /* stopped by its tracer, our caller (inject_adopt) */
+	long adopt_options;              /* the caller's ptrace options, put back at detach */
 	bool gone;                       /* the thread or process died */
 };
 
@@ -109,6 +111,8 @@ static int wait_thread(struct inject_session *s, int *st, char *err, size_t errl
 	}
 }
 
+static int save_state(struct inject_session *s, char *err, size_t errlen);
+
 /* Interrupts the thread and waits for its interrupt stop; signals that reach it before are
  * delivered at once, unchanged (they came before we did). Saves its state. */
 static int stop_and_save(struct inject_session *s, int pass_sig, char *err, size_t errlen)
@@ -144,6 +148,13 @@ static int stop_and_save(struct inject_session *s, int pass_sig, char *err, size
 	}
 	s->restore = s->stopped;
 	restart_fix(&s->restore);
+	return save_state(s, err, errlen);
+}
+
+/* The FP/SSE/AVX state, the rseq critical section and the stack pointer of the stopped
+ * thread (registers read already). */
+static int save_state(struct inject_session *s, char *err, size_t errlen)
+{
 	struct iovec iov = { s->xstate, sizeof(s->xstate) };
 	s->xstate_type = NT_X86_XSTATE;
 	if (ptrace(PTRACE_GETREGSET, s->tid, (void *)(long)NT_X86_XSTATE, &iov) != 0) {
@@ -196,6 +207,42 @@ int inject_attach(pid_t pid, struct inject_session **out, char *err, size_t errl
 		if (!s->gone) ptrace(PTRACE_DETACH, s->tid, NULL, NULL);
 		goto fail;
 	}
+	*out = s;
+	return 0;
+fail:
+	if (s->mem_fd >= 0) close(s->mem_fd);
+	free(s);
+	return -1;
+}
+
+int inject_adopt(pid_t pid, pid_t tid, long ptrace_options, struct inject_session **out,
+                 char *err, size_t errlen)
+{
+	*out = NULL;
+	struct inject_session *s = calloc(1, sizeof(*s));
+	if (!s) {
+		inject_err(err, errlen, "out of memory");
+		return -1;
+	}
+	s->pid = pid;
+	s->tid = tid;
+	s->adopted = true;
+	s->adopt_options = ptrace_options;
+	s->mem_fd = inject_mem_open(pid, true);
+	if (s->mem_fd < 0) {
+		inject_err(err, errlen, "cannot open /proc/%d/mem: %s", (int)pid, strerror(errno));
+		goto fail;
+	}
+	if (inject_find_syscall_insn(pid, &s->trap, err, errlen) != 0) goto fail;
+	/* the return trap is a syscall-entry stop: tell it from a SIGTRAP */
+	if (ptrace(PTRACE_SETOPTIONS, tid, NULL, (void *)(ptrace_options | PTRACE_O_TRACESYSGOOD)) != 0 ||
+	    ptrace(PTRACE_GETREGS, tid, NULL, &s->stopped) != 0) {
+		inject_err(err, errlen, "cannot take over the stop of thread %d: %s", (int)tid,
+		           strerror(errno));
+		goto fail;
+	}
+	s->restore = s->stopped; /* not in a system call: nothing to restart */
+	if (save_state(s, err, errlen) != 0) goto fail;
 	*out = s;
 	return 0;
 fail:
@@ -399,9 +446,15 @@ int inject_detach(struct inject_session *s, char *err, size_t errlen)
 			           strerror(errno));
 			rc = -1;
 		}
+		/* adopted: the caller resumes the thread (it stays in its interrupt stop) */
+		if (s->adopted) {
+			if (ptrace(PTRACE_SETOPTIONS, s->tid, NULL, (void *)s->adopt_options) != 0 && rc == 0) {
+				inject_err(err, errlen, "PTRACE_SETOPTIONS %d: %s", (int)s->tid, strerror(errno));
+				rc = -1;
+			}
 		/* from an interrupt stop the kernel goes on in get_signal: deferred signals are
 		 * delivered now, then the interrupted syscall restarts per the restored registers */
-		if (ptrace(PTRACE_DETACH, s->tid, NULL, NULL) != 0 && rc == 0) {
+		} else if (ptrace(PTRACE_DETACH, s->tid, NULL, NULL) != 0 && rc == 0) {
 			inject_err(err, errlen, "PTRACE_DETACH %d: %s", (int)s->tid, strerror(errno));
 			rc = -1;
 		}

@@ -52,6 +52,55 @@ static bool same_root(pid_t pid)
 	return stat(root, &a) == 0 && stat("/", &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
+/* dlopen, the functions, the version check, in an injector session. */
+static int load_in(struct inject_session *s, struct sampler_ctl *c, char *err, size_t errlen)
+{
+	uint64_t handle = 0, version_fn = 0, version = 0;
+	if (inject_session_dlopen(s, c->path, &handle, err, errlen) != 0 ||
+	    inject_session_dlsym(s, handle, "memtraced_sampler_version", &version_fn, err, errlen) != 0 ||
+	    inject_session_dlsym(s, handle, "memtraced_sampler_start", &c->start, err, errlen) != 0 ||
+	    inject_session_dlsym(s, handle, "memtraced_sampler_stop", &c->stop, err, errlen) != 0 ||
+	    inject_session_call(s, version_fn, NULL, 0, &version, err, errlen) != 0)
+		return -1;
+	c->version = (long)version;
+	if (c->version != SAMPLER_VERSION) {
+		snprintf(err, errlen, "the sampler library in PID %d is version %ld, this memtraced "
+			 "needs %d", (int)c->pid, c->version, SAMPLER_VERSION);
+		return -1;
+	}
+	return 0;
+}
+
+static int start_in(struct inject_session *s, struct sampler_ctl *c, double rate, long *slots,
+		    char *err, size_t errlen)
+{
+	uint64_t flags, gap = sampler_mean_gap(rate, &flags), ret = 0;
+	uint64_t args[2] = {gap, flags};
+	if (inject_session_call(s, c->start, args, 2, &ret, err, errlen) != 0) return -1;
+	if ((long)ret < 0) {
+		snprintf(err, errlen, "the sampler could not start in PID %d: %s", (int)c->pid,
+			 strerror((int)-(long)ret));
+		return -1;
+	}
+	c->started = true;
+	if (slots) *slots = (long)ret;
+	return 0;
+}
+
+int sampler_place_held(pid_t pid, pid_t tid, long ptrace_options, struct sampler_ctl *c,
+		       double rate, long *slots, char *err, size_t errlen)
+{
+	struct inject_session *s;
+	if (inject_adopt(pid, tid, ptrace_options, &s, err, errlen) != 0) return -1;
+	int rc = load_in(s, c, err, errlen) == 0 && start_in(s, c, rate, slots, err, errlen) == 0 ? 0 : -1;
+	char e2[256];
+	if (inject_detach(s, e2, sizeof e2) != 0 && rc == 0) {
+		snprintf(err, errlen, "%s", e2);
+		rc = -1;
+	}
+	return rc;
+}
+
 int sampler_place(pid_t pid, const char *path, struct sampler_ctl *c, char *err, size_t errlen)
 {
 	memset(c, 0, sizeof *c);
@@ -73,27 +122,13 @@ int sampler_place(pid_t pid, const char *path, struct sampler_ctl *c, char *err,
 				       sizeof why) == 0;
 	struct inject_session *s;
 	if (inject_attach(pid, &s, err, errlen) != 0) return -1;
-	uint64_t handle = 0, version_fn = 0, version = 0;
-	int rc = -1;
-	if (inject_session_dlopen(s, path, &handle, err, errlen) == 0 &&
-	    inject_session_dlsym(s, handle, "memtraced_sampler_version", &version_fn, err, errlen) == 0 &&
-	    inject_session_dlsym(s, handle, "memtraced_sampler_start", &c->start, err, errlen) == 0 &&
-	    inject_session_dlsym(s, handle, "memtraced_sampler_stop", &c->stop, err, errlen) == 0 &&
-	    inject_session_call(s, version_fn, NULL, 0, &version, err, errlen) == 0)
-		rc = 0;
+	int rc = load_in(s, c, err, errlen);
 	char e2[256];
 	if (inject_detach(s, e2, sizeof e2) != 0 && rc == 0) {
 		snprintf(err, errlen, "%s", e2);
 		rc = -1;
 	}
-	if (rc) return -1;
-	c->version = (long)version;
-	if (c->version != SAMPLER_VERSION) {
-		snprintf(err, errlen, "the sampler library in PID %d is version %ld, this memtraced "
-			 "needs %d", (int)pid, c->version, SAMPLER_VERSION);
-		return -1;
-	}
-	return 0;
+	return rc;
 }
 
 uint64_t sampler_mean_gap(double rate, uint64_t *flags)
@@ -104,17 +139,15 @@ uint64_t sampler_mean_gap(double rate, uint64_t *flags)
 
 int sampler_start(struct sampler_ctl *c, double rate, long *slots, char *err, size_t errlen)
 {
-	uint64_t flags, gap = sampler_mean_gap(rate, &flags), ret = 0;
-	uint64_t args[2] = {gap, flags};
-	if (inject_call(c->pid, c->start, args, 2, &ret, err, errlen) != 0) return -1;
-	if ((long)ret < 0) {
-		snprintf(err, errlen, "the sampler could not start in PID %d: %s", (int)c->pid,
-			 strerror((int)-(long)ret));
-		return -1;
+	struct inject_session *s;
+	if (inject_attach(c->pid, &s, err, errlen) != 0) return -1;
+	int rc = start_in(s, c, rate, slots, err, errlen);
+	char e2[256];
+	if (inject_detach(s, e2, sizeof e2) != 0 && rc == 0) {
+		snprintf(err, errlen, "%s", e2);
+		rc = -1;
 	}
-	c->started = true;
-	if (slots) *slots = (long)ret;
-	return 0;
+	return rc;
 }
 
 int sampler_stop(struct sampler_ctl *c, char *err, size_t errlen)

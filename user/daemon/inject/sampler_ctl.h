@@ -17,6 +17,7 @@ struct sampler_ctl {
 	char path[4096];        /* the library, as both we and the target see it */
 	uint64_t start, stop;   /* its functions' addresses in the target */
 	long version;
+	double rate;            /* the sampling rate to start it at */
 	bool reused;            /* it was loaded already (an earlier --inject) */
 	bool started;
 };
@@ -29,6 +30,11 @@ int sampler_library_path(char *out, size_t outlen, char *err, size_t errlen);
  * --inject left it there) and finds its functions. Refuses what the injector refuses, and a
  * target whose root is not ours (a container: the library is not visible there). */
 int sampler_place(pid_t pid, const char *path, struct sampler_ctl *c, char *err, size_t errlen);
+/* For a child held by our own ptrace at its program's entry point (hold_set_entry_fn):
+ * loads the library on thread tid and starts it at rate, in one stop (c->pid and c->path set
+ * by the caller). */
+int sampler_place_held(pid_t pid, pid_t tid, long ptrace_options, struct sampler_ctl *c,
+		       double rate, long *slots, char *err, size_t errlen);
 /* Starts sampling at rate (per 8-byte word; 1 = every word): *slots is the number of GOT
  * entries it redirected. */
 int sampler_start(struct sampler_ctl *c, double rate, long *slots, char *err, size_t errlen);

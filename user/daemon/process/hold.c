@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/msg.h"
+#include "entry_break.h"
 #include "record_queue.h"
 
 /* How long a process is held at most when nobody releases it (a bug of ours must not stop the
@@ -30,6 +31,7 @@ struct tracee {
 	bool fresh;      /* auto-attached, its first stop not seen yet */
 	bool thread;     /* a thread of another tracee (not a process leader) */
 	bool first_exec; /* a spawned child before its own exec (CMD) */
+	struct entry_break brk; /* at CMD's entry point, for the entry function */
 };
 
 struct exit_hook {
@@ -62,6 +64,8 @@ struct hold {
 	void (*exec_fn)(void *ctx, pid_t pid, uint64_t stop_ns);
 	void (*after_exec_fn)(void *ctx, pid_t pid);
 	void *exec_ctx;
+	void (*entry_fn)(void *ctx, pid_t pid, long ptrace_options);
+	void *entry_ctx;
 	bool (*exit_busy)(void *ctx, pid_t pid);
 	void *exit_busy_ctx;
 	/* exit hooks, under hook_lock; running_ctx: the one running now (on the hold thread,
@@ -289,8 +293,14 @@ static void on_stop(struct hold *h, pid_t tid, int st)
 			tracee_remove(h, (pid_t)msg);
 		t = tracee_find(h, tid);
 		if (t) t->thread = false;
-		if (t && t->first_exec) t->first_exec = false; /* CMD itself */
-		else if (h->opts.exec) {
+		if (t && t->first_exec) { /* CMD itself */
+			t->first_exec = false;
+			pthread_mutex_lock(&h->exec_lock);
+			bool want_entry = h->entry_fn != NULL;
+			pthread_mutex_unlock(&h->exec_lock);
+			if (want_entry && entry_break_plant(tid, &t->brk) < 0)
+				msg_warn("PID %d: cannot stop it at its entry point", (int)tid);
+		} else if (h->opts.exec) {
 			warn_if_setuid(tid);
 			if (run_exec_fn(h, tid)) {
 				ptrace(PTRACE_CONT, tid, NULL, NULL);
@@ -324,6 +334,14 @@ static void on_stop(struct hold *h, pid_t tid, int st)
 		}
 		break;
 	case 0:
+		if (sig == SIGTRAP && t && entry_break_hit(tid, &t->brk)) {
+			/* our breakpoint at CMD's entry: not the program's SIGTRAP */
+			pthread_mutex_lock(&h->exec_lock);
+			if (h->entry_fn) h->entry_fn(h->entry_ctx, tid, seize_options(&h->opts));
+			pthread_mutex_unlock(&h->exec_lock);
+			ptrace(PTRACE_CONT, tid, NULL, NULL);
+			return;
+		}
 		/* signal-delivery-stop: deliver it unchanged */
 		ptrace(PTRACE_CONT, tid, NULL, (void *)(long)sig);
 		return;
@@ -335,6 +353,7 @@ static void on_stop(struct hold *h, pid_t tid, int st)
  * about to be delivered is delivered by the detach. */
 static void detach_all(struct hold *h)
 {
+	for (int i = 0; i < h->nt; i++) entry_break_remove(h->t[i].tid, &h->t[i].brk);
 	for (int i = 0; i < h->nt; i++) ptrace(PTRACE_INTERRUPT, h->t[i].tid, NULL, NULL);
 	uint64_t deadline = mono_ns() + 2000000000ull;
 	while (h->nt > 0 && mono_ns() < deadline) {
@@ -495,6 +514,16 @@ void hold_set_exec_fn(struct hold *h, void (*fn)(void *ctx, pid_t pid, uint64_t 
 	h->exec_fn = fn;
 	h->after_exec_fn = after;
 	h->exec_ctx = ctx;
+	pthread_mutex_unlock(&h->exec_lock);
+}
+
+void hold_set_entry_fn(struct hold *h, void (*fn)(void *ctx, pid_t pid, long ptrace_options),
+		       void *ctx)
+{
+	if (!h) return;
+	pthread_mutex_lock(&h->exec_lock);
+	h->entry_fn = fn;
+	h->entry_ctx = ctx;
 	pthread_mutex_unlock(&h->exec_lock);
 }
 

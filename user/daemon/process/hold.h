@@ -50,6 +50,12 @@ bool hold_exited(struct hold *h, int *wstatus, int timeout_ms);
  * after (may be NULL) runs, the process running: the time to get ready for its next exec. */
 void hold_set_exec_fn(struct hold *h, void (*fn)(void *ctx, pid_t pid, uint64_t stop_ns),
 		      void (*after)(void *ctx, pid_t pid), void *ctx);
+/* A spawned child (-- CMD) stops at its program's entry point (its libraries loaded and
+ * initialized, its own code not run yet) and fn runs there on the hold's thread, the caller
+ * being its ptracer with ptrace_options (see inject_adopt); then it goes on. Set it before
+ * the child execs. */
+void hold_set_entry_fn(struct hold *h, void (*fn)(void *ctx, pid_t pid, long ptrace_options),
+		       void *ctx);
 /* At an exit-stop, before the exit hook: waits (up to a few seconds) while busy(ctx, pid) is
  * true: the program pid runs was prepared at its exec but the main loop has not taken it over
  * yet (its session and exit hook do not exist yet). */

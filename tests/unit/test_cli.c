@@ -78,5 +78,15 @@ int main(void)
 	CHECK("ring_size_not_pow2", PARSE(&o, err, "--ring-size", "100000", "-p", "1") == CLI_ERROR &&
 	      strstr(err, "power of two"));
 	CHECK("hold_exec", PARSE(&o, err, "--hold-exec", "-p", "1") == CLI_OK && o.hold_exec);
+	CHECK("inject_default_off", PARSE(&o, err, "-p", "1") == CLI_OK && o.inject == CLI_INJECT_NO &&
+	      !o.no_carried);
+	CHECK("inject_auto", PARSE(&o, err, "--inject", "-p", "1") == CLI_OK && o.inject == CLI_INJECT_AUTO);
+	CHECK("inject_required", PARSE(&o, err, "--inject=required", "-p", "1") == CLI_OK &&
+	      o.inject == CLI_INJECT_REQUIRED);
+	CHECK("inject_no", PARSE(&o, err, "--inject=no", "-p", "1") == CLI_OK && o.inject == CLI_INJECT_NO &&
+	      o.no_carried);
+	CHECKF("inject_bad_value", PARSE(&o, err, "--inject=maybe", "-p", "1") == CLI_ERROR &&
+	       strstr(err, "--inject=required"), "%s", err);
+	CHECK("inject_not_with_floor", PARSE(&o, err, "--inject", "--probe-floor", "-p", "1") == CLI_ERROR);
 	return CHECK_DONE();
 }

@@ -36,7 +36,9 @@ void cli_usage(FILE *out)
 		"      --inject[=required]  place memtraced's sampler library into the target: its\n"
 		"                       allocation calls are sampled in the process (a few ns each)\n"
 		"                       and only sampled ones reach the tracer; where it cannot be\n"
-		"                       placed, says why and uses uprobes (=required: refuses)\n"
+		"                       placed, says why and uses uprobes (=required: refuses).\n"
+		"                       A target that carries such a sampler (otel_memory USDT\n"
+		"                       probes) is traced through it anyway (=no: with uprobes)\n"
 		"      --hold-exec      -p: hold the process (ptrace) at each exec until the new\n"
 		"                       program's probes are in place, so nothing it allocates is\n"
 		"                       missed (-- CMD is always held so)\n"
@@ -245,7 +247,7 @@ static bool parse_valued(int c, const char *arg, struct cli_opts *o, struct cli_
 	case OPT_INJECT:
 		if (!arg || strcmp(arg, "auto") == 0) o->inject = CLI_INJECT_AUTO;
 		else if (strcmp(arg, "required") == 0) o->inject = CLI_INJECT_REQUIRED;
-		else if (strcmp(arg, "no") == 0) o->inject = CLI_INJECT_NO;
+		else if (strcmp(arg, "no") == 0) o->inject = CLI_INJECT_NO, o->no_carried = true;
 		else {
 			set_err(err, errlen, "invalid --inject='%s': expected --inject, --inject=required "
 				"or --inject=no", arg);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/msg.h"
+#include "inject/carried_sampler.h"
 #include "tracer/tracer.h"
 
 /* The tracer of the sampler's probes in pid (the library need not be mapped yet). */
@@ -92,4 +93,20 @@ void inject_mode_at_entry(void *ctl, pid_t pid, long ptrace_options)
 	}
 	msg_info("PID %d: sampler placed at its entry point: %s, %ld GOT entries redirected",
 		 (int)pid, c->path, slots);
+}
+
+int inject_mode_use_carried(const struct cli_opts *o, pid_t pid, struct tracer **tracer)
+{
+	*tracer = NULL;
+	char path[4200], err[1200] = "";
+	if (carried_sampler_find(pid, path, sizeof path) != 0) return 0;
+	*tracer = usdt_tracer(o, pid, path, err, sizeof err);
+	if (!*tracer) {
+		msg_warn("PID %d carries an in-process sampler (%s) that cannot be traced (%s): "
+			 "tracing it with uprobes", (int)pid, path, err);
+		return 0;
+	}
+	msg_info("PID %d carries an in-process sampler (otel_memory probes in %s): tracing through "
+		 "it, not with uprobes", (int)pid, path);
+	return 1;
 }

@@ -23,6 +23,9 @@ int inject_mode_prepare(const struct cli_opts *o, pid_t pid, bool spawned, struc
 void inject_mode_at_entry(void *ctl, pid_t pid, long ptrace_options);
 /* The session is open: the sampler starts redirecting (says how many GOT entries). */
 int inject_mode_start(struct sampler_ctl *ctl, const struct cli_opts *o, char *err, size_t errlen);
+/* Plain -p: a target that carries an in-process sampler of its own (carried_sampler.h) is
+ * traced through its otel_memory probes: 1 and *tracer (attached), else 0 (uprobes). */
+int inject_mode_use_carried(const struct cli_opts *o, pid_t pid, struct tracer **tracer);
 /* The end: the GOT back, the library left in place, inert (alive false: the process has
  * exited, nothing to put back); frees ctl. NULL is allowed. */
 void inject_mode_stop(struct sampler_ctl *ctl, bool alive);

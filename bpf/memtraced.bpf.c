@@ -22,6 +22,8 @@
  *   fallback (uprobe + uretprobe):      alloc_entry + alloc_return, free_probe
  *   floor (benchmark): floor_session or floor_entry + floor_return, floor_free: empty bodies
  *   usdt (an in-process sampler, --inject): usdt_alloc, usdt_free on otel_memory:alloc/free
+ *   mappings (any mode but the floor): mmap_exit, munmap_exit, mremap_exit (fexit, global,
+ *   filtered by tgid), see mapping_probes.bpf.h
  * The probed function is the attach cookie (enum mt_fn).
  */
 #include "vmlinux.h"
@@ -102,14 +104,14 @@ struct {
 	__type(value, struct unsampled_outer);
 } unsampled_outer SEC(".maps");
 
-/* The USDT program's call state (too big for the BPF stack): per CPU, a program run is never
- * nested in another on the same CPU. */
+/* The call state of the USDT and mapping programs (too big for the BPF stack): per CPU, a
+ * program run is never nested in another on the same CPU. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct inflight_call);
-} usdt_call SEC(".maps");
+} call_scratch SEC(".maps");
 
 #define MAX_DRAWS 32
 
@@ -463,15 +465,23 @@ struct {
 /* Reserves a record with room for `cap` stack bytes (a constant: the verifier wants constant
  * reservations), fills it with the copy in buf (n <= cap bytes) and submits it. Returns 0, or
  * -1 when the ring buffer is full. */
+/* Where an allocation record comes from (a constant at each call site). */
+enum alloc_kind {
+	KIND_PROBE,    /* an allocator's uprobe, written at its return: regs as at its entry */
+	KIND_SAMPLER,  /* an in-process sampler's USDT probe: regs and stack at the probe site */
+	KIND_MAPPING,  /* an anonymous mmap/mremap system call: the user regs at the syscall */
+};
+
 static __always_inline long write_alloc_record(struct pt_regs *ctx, struct mt_cpu_state *st,
 					       __u64 id, struct inflight_call *call, __u64 addr,
 					       __u64 seq, const __u8 *buf, __u64 n, const __u32 cap,
-					       const bool usdt)
+					       const enum alloc_kind kind)
 {
 	struct mt_alloc_record *r = bpf_ringbuf_reserve(&events, sizeof(*r) + cap, 0);
 	if (!r)
 		return -1;
-	r->type = usdt ? MT_REC_ALLOC_USDT : MT_REC_ALLOC;
+	r->type = kind == KIND_SAMPLER ? MT_REC_ALLOC_USDT : kind == KIND_MAPPING ? MT_REC_MAP
+		: MT_REC_ALLOC;
 	r->fn = call->fn;
 	r->pid = id >> 32;
 	r->tid = (__u32)id;
@@ -485,8 +495,8 @@ static __always_inline long write_alloc_record(struct pt_regs *ctx, struct mt_cp
 	if (n > cap)
 		n = cap;
 	r->stack_len = n && bpf_probe_read_kernel(r->stack, n, buf) == 0 ? n : 0;
-	if (usdt) {
-		/* copied at the probe site itself: nothing was replaced */
+	if (kind != KIND_PROBE) {
+		/* copied where the registers were taken: nothing was replaced */
 		if (!r->stack_len)
 			__sync_fetch_and_add(&st->drop_stack_copy, 1);
 	} else if (r->stack_len >= 8) {
@@ -502,13 +512,14 @@ static __always_inline long write_alloc_record(struct pt_regs *ctx, struct mt_cp
 }
 
 static __always_inline void emit_alloc(struct pt_regs *ctx, struct mt_cpu_state *st, __u64 id,
-				       struct inflight_call *call, __u64 addr, const bool usdt)
+				       struct inflight_call *call, __u64 addr, const enum alloc_kind kind)
 {
 	__u64 seq = __sync_fetch_and_add(&last_seq, 1) + 1;
 	struct mt_live_block block = { .seq = seq, .size = call->size };
 	/* Into the live map BEFORE the record: whatever userspace has seen is in the map until
-	 * freed, which is what reconciliation relies on. */
-	if (bpf_map_update_elem(&live, &addr, &block, BPF_ANY)) {
+	 * freed, which is what reconciliation relies on. (A mapping's lifetime is userspace's:
+	 * munmap may cut it in pieces.) */
+	if (kind != KIND_MAPPING && bpf_map_update_elem(&live, &addr, &block, BPF_ANY)) {
 		__sync_fetch_and_add(&st->drop_map_full, 1);
 		return;
 	}
@@ -531,24 +542,25 @@ static __always_inline void emit_alloc(struct pt_regs *ctx, struct mt_cpu_state 
 	 * records. */
 	long rc;
 	if (copied <= 1024)
-		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 1024, usdt);
+		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 1024, kind);
 	else if (copied <= 2048)
-		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 2048, usdt);
+		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 2048, kind);
 	else if (copied <= 4096)
-		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 4096, usdt);
+		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 4096, kind);
 	else if (copied <= 8192)
-		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 8192, usdt);
+		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 8192, kind);
 	else if (copied <= 16384)
-		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 16384, usdt);
+		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 16384, kind);
 	else if (copied <= 32768)
-		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 32768, usdt);
+		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 32768, kind);
 	else
-		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, MT_STACK_BYTES_MAX, usdt);
+		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, MT_STACK_BYTES_MAX, kind);
 	if (rc < 0)
 		copied = -1;
 	if (copied < 0) {
 		__sync_fetch_and_add(&st->drop_ringbuf, 1);
-		bpf_map_delete_elem(&live, &addr);
+		if (kind != KIND_MAPPING)
+			bpf_map_delete_elem(&live, &addr);
 		return;
 	}
 	__sync_fetch_and_add(&st->samples, 1);
@@ -595,7 +607,7 @@ static __always_inline void on_alloc_return(struct pt_regs *ctx, bool match_call
 			emit_free(st, id, call->old_seq, old_ptr);
 	}
 	if (call->nsamples && addr)
-		emit_alloc(ctx, st, id, call, addr, false);
+		emit_alloc(ctx, st, id, call, addr, KIND_PROBE);
 	bpf_map_delete_elem(&inflight, &tid);
 }
 
@@ -647,52 +659,6 @@ int free_probe(struct pt_regs *ctx)
 	return 0;
 }
 
-/* ---- An in-process sampler (ours, placed by --inject, or one the program carries) ----
- * It has already sampled: otel_memory:alloc(ptr, size, weight) fires only for sampled blocks,
- * weight = nsamples * the sampler's mean gap in bytes (the tracer starts ours with mean_gap),
- * and otel_memory:free(ptr) only for frees of sampled blocks. The registers and the stack are
- * those of the probe site inside the sampler: the unwinder hides the sampler's frames. */
-SEC("usdt")
-int BPF_USDT(usdt_alloc, __u64 ptr, __u64 size, __u64 weight)
-{
-	__u64 id = bpf_get_current_pid_tgid();
-	if ((__u32)(id >> 32) != target_tgid || muted || !ptr)
-		return 0;
-	struct mt_cpu_state *st = this_cpu_state();
-	__sync_fetch_and_add(&st->alloc_calls, 1);
-	__u64 gap = sample_all ? 8 : mean_gap;
-	__u64 n = gap ? (weight + gap / 2) / gap : 0;
-	__u32 key = 0;
-	struct inflight_call *call = bpf_map_lookup_elem(&usdt_call, &key);
-	if (!call)
-		return 0;
-	copy_entry_regs(call->regs, ctx);
-	call->entry_sp = PT_REGS_SP(ctx);
-	call->size = size;
-	call->nsamples = n ? n : 1;
-	call->fn = MT_FN_MALLOC;
-	emit_alloc(ctx, st, id, call, ptr, true);
-	return 0;
-}
-
-SEC("usdt")
-int BPF_USDT(usdt_free, __u64 ptr)
-{
-	__u64 id = bpf_get_current_pid_tgid();
-	if ((__u32)(id >> 32) != target_tgid || muted)
-		return 0;
-	struct mt_cpu_state *st = this_cpu_state();
-	__sync_fetch_and_add(&st->free_calls, 1);
-	struct mt_live_block *block = bpf_map_lookup_elem(&live, &ptr);
-	if (!block)
-		return 0;
-	__u64 seq = block->seq;
-	if (bpf_map_delete_elem(&live, &ptr))
-		return 0;
-	emit_free(st, id, seq, ptr);
-	return 0;
-}
-
 /* The benchmark floor: the same sites, empty programs. */
 SEC("uprobe")
 int floor_session(struct pt_regs *ctx)
@@ -717,3 +683,6 @@ int floor_free(struct pt_regs *ctx)
 {
 	return 0;
 }
+
+#include "usdt_probes.bpf.h"
+#include "mapping_probes.bpf.h"

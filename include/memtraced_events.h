@@ -43,6 +43,10 @@ enum mt_record_type {
 	MT_REC_FREE = 2,   /* struct mt_free_record */
 	MT_REC_ALLOC_USDT = 3, /* struct mt_alloc_record from an in-process sampler's USDT probe:
 	                        * regs and stack at the probe site, inside the sampler */
+	MT_REC_MAP = 4,    /* struct mt_alloc_record: a sampled anonymous mmap/mremap; regs and
+	                    * stack are the user's at the system call; not in the live map */
+	MT_REC_UNMAP = 5,  /* struct mt_unmap_record: a range unmapped (munmap, mremap's old range,
+	                    * what a MAP_FIXED mapping replaced) */
 };
 
 /* One sampled allocation, written at the allocation function's RETURN (only successful
@@ -73,6 +77,15 @@ struct mt_free_record {
 	__u64 time_ns;
 };
 
+/* An unmapped range: the sampled mappings it covers are freed or trimmed (userspace). */
+struct mt_unmap_record {
+	__u32 type;            /* MT_REC_UNMAP */
+	__u32 pid, tid;
+	__u32 pad;
+	__u64 addr, len;
+	__u64 time_ns;
+};
+
 /* Value of the live map (key: block address): the BPF map is the truth about which sampled
  * blocks are live. */
 struct mt_live_block {
@@ -98,7 +111,8 @@ struct mt_cpu_state {
 	__u64 nest_ip;         /* its entry address */
 	__u32 nest_tid;
 	__u32 nest_fn;
-	__u64 pad[4];
+	__u64 map_calls;       /* successful anonymous mmap/mremap calls */
+	__u64 pad[3];
 } __attribute__((aligned(128)));
 
 #endif

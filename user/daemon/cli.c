@@ -25,6 +25,8 @@ void cli_usage(FILE *out)
 		"                       'none': no continuous trace, only snapshots\n"
 		"  -r, --rate R         sampling rate per 8-byte word, 0 < R <= 1 (default 1e-5);\n"
 		"                       1 records every allocation\n"
+		"      --no-mmap        do not trace anonymous memory mappings (mmap, mremap,\n"
+		"                       munmap) as allocations\n"
 		"  -d, --duration SEC   stop tracing after SEC seconds (default: until the target\n"
 		"                       exits, or SIGINT/SIGTERM)\n"
 		"  -q, --quiet          no status messages (errors and the final summary only)\n"
@@ -144,7 +146,7 @@ int cli_exec_output_path(const char *base, unsigned n, char *buf, size_t len)
 
 enum { OPT_PROBE_FLOOR = 256, OPT_STACK_BYTES, OPT_NO_STATUS, OPT_TOP, OPT_TOP_INTERVAL, OPT_TOP_BY,
        OPT_SNAP_DIR, OPT_SNAP_INTERVAL, OPT_SNAP_KEEP, OPT_FILE_MODE, OPT_FOLLOW_FORKS,
-       OPT_HOLD_EXEC, OPT_RING_SIZE, OPT_INJECT };
+       OPT_HOLD_EXEC, OPT_RING_SIZE, OPT_INJECT, OPT_NO_MMAP };
 
 /* Which options were given, for the checks across options. */
 struct cli_seen {
@@ -173,6 +175,7 @@ static const struct option longopts[] = {
 	{"hold-exec", no_argument, NULL, OPT_HOLD_EXEC},
 	{"ring-size", required_argument, NULL, OPT_RING_SIZE},
 	{"inject", optional_argument, NULL, OPT_INJECT},
+	{"no-mmap", no_argument, NULL, OPT_NO_MMAP},
 	{NULL, 0, NULL, 0},
 };
 
@@ -310,6 +313,7 @@ static enum cli_result parse_option(int c, char **argv, struct cli_opts *o, stru
 	case OPT_TOP: o->top = true; return CLI_OK;
 	case OPT_FOLLOW_FORKS: o->follow_forks = true; return CLI_OK;
 	case OPT_HOLD_EXEC: o->hold_exec = true; return CLI_OK;
+	case OPT_NO_MMAP: o->no_mmap = true; return CLI_OK;
 	case ':':
 		set_err(err, errlen, "option '%s' needs a value", argv[optind - 1]);
 		return CLI_ERROR;

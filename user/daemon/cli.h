@@ -44,6 +44,7 @@ struct cli_opts {
 	unsigned file_mode;        /* --file-mode MODE: trace and snapshot files (default 0600) */
 	bool follow_forks;         /* --follow-forks: trace forked processes too, each on its own */
 	enum cli_inject inject;    /* --inject[=required] */
+	bool no_mmap;              /* --no-mmap: anonymous memory mappings are not traced */
 	bool no_carried;           /* --inject=no: uprobes even if the target carries a sampler */
 	bool hold_exec;            /* --hold-exec (-p): ptrace-hold the process at each exec until the
 				      new program's probes are in place (-- CMD always is) */

@@ -116,6 +116,7 @@ void exec_prep_on_exec(void *prep, pid_t pid, uint64_t stop_ns)
 		struct session_opts so = {.pid = pid, .rate = p->opts.rate,
 					  .stack_bytes = p->opts.stack_bytes,
 					  .ring_bytes = p->opts.ringbuf_bytes, .spawned = true,
+					  .no_mappings = p->opts.no_mappings,
 					  .sites = &e->sites, .tracer = t};
 		if (t) e->s = session_begin(&so, e->err, sizeof e->err);
 	}

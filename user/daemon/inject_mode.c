@@ -14,7 +14,8 @@ static struct tracer *usdt_tracer(const struct cli_opts *o, pid_t pid, const cha
 				  char *err, size_t errlen)
 {
 	struct tracer_opts to = {.rate = o->rate, .stack_bytes = o->stack_bytes,
-				 .ringbuf_bytes = o->ring_bytes, .usdt = true};
+				 .ringbuf_bytes = o->ring_bytes, .usdt = true,
+				 .no_mappings = o->no_mmap};
 	char e[1024] = "";
 	struct tracer *t = tracer_load(pid, &to, e, sizeof e);
 	if (t && tracer_attach_usdt(t, path, e, sizeof e) == 0) return t;

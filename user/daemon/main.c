@@ -318,7 +318,7 @@ static int wait_command(struct targets *ts, pid_t pid, bool exited, int wstatus)
 static void prepare_execs(struct targets *ts)
 {
 	struct tracer_opts to = {.rate = ts->o->rate, .stack_bytes = ts->o->stack_bytes,
-				 .ringbuf_bytes = ts->o->ring_bytes};
+				 .ringbuf_bytes = ts->o->ring_bytes, .no_mappings = ts->o->no_mmap};
 	ts->prep = exec_prep_new(&to);
 	for (int i = 0; ts->prep && i < ts->n; i++) /* muted at their exec */
 		if (ts->t[i]->hold && ts->t[i]->s) exec_prep_watch(ts->prep, ts->t[i]->pid, ts->t[i]->s);

@@ -6,6 +6,7 @@
  * for the first time; the session thread (the caller's) turns the queued records into the
  * trie and the trace. Records keep their ring-buffer order through the queue. */
 #include "session.h"
+#include "session_int.h"
 #include "common/deadline.h"
 #include "common/msg.h"
 #include "record_queue.h"
@@ -24,65 +25,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#define MAX_CODES 1024
-#define TICK_NS 1000000000ULL
-#define FINAL_DRAIN_ROUNDS 1000 /* bound on the final drain, in case records keep coming */
-#define INTAKE_POLL_MS 20
-#define RECONCILE_NS 1000000000ULL
-#define QUEUE_MAX_BYTES (64u << 20)
-
-struct session {
-	pid_t pid;
-	bool floor;
-	struct tracer *tracer;
-	struct stacks *stacks;
-	struct trie *trie;
-	struct trace_out *out;
-	bool no_trace;
-	bool trace_optional;  /* a failed trace write stops the trace only (snapshots go on) */
-	bool trace_lost;      /* ... and it did */
-	uint64_t next_id;     /* allocation ids without a trace (-o none) */
-	uint64_t wall_us0, mono_ns0, last_us; /* the trace clock without a trace */
-	struct trace_out_info info; /* for snapshots' trace info */
-	bool finished;
-	bool failed;          /* a write to the trace failed: stop handling records */
-	uint64_t last_tick_ns;
-	int out_fd;
-	uint64_t other_pid;
-	uint64_t (*exec_time)(void *ctx, pid_t pid);
-	void *exec_ctx;
-	uint64_t exec_ns;     /* the target exec'd then: later records are not ours (0: not yet) */
-	/* A target that had not mapped its libraries when the session opened (-- CMD before its
-	 * exec, a program just exec'd): the intake thread prepares the unwinder at the first
-	 * record, while the process surely runs (the session thread may handle that record only
-	 * after a short-lived process or program is gone), and hands it over through the queue. */
-	bool lazy_stacks;
-	bool intake_opens_stacks;         /* set before the intake thread starts */
-	bool early_tried;                 /* intake thread only */
-	struct stacks *early_stacks;      /* written before early_done is set */
-	char early_error[256];
-	atomic_bool early_done;
-	uint64_t after_exec;
-	uint64_t written_allocs, written_collects; /* kept when the writer is closed */
-	struct tracer_stats final_stats;
-	struct record_queue *queue;
-	pthread_t intake;
-	bool intake_started;
-	atomic_bool intake_stop;
-	atomic_bool intake_failed;
-	atomic_bool muted;    /* session_mute: no record comes any more */
-	/* session_target_exiting (another thread) asks the intake thread for a drain */
-	pthread_mutex_t drain_lock;
-	pthread_cond_t drain_cond;
-	atomic_uint_fast64_t drain_req;
-	uint64_t drain_done;  /* under drain_lock */
-	bool intake_over;     /* under drain_lock */
-	char error[512];
-	char stacks_error[256]; /* why the unwinder could not be prepared (lazily, spawn mode) */
-	uint64_t codes[MAX_CODES];
-	uint64_t bt[MAX_CODES];
-};
-
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
@@ -98,97 +40,11 @@ int session_locations(void *ctx, uint64_t code, const mt_location **locs)
 	return s->stacks ? stacks_locations(s->stacks, code, locs) : -1;
 }
 
-static uint64_t clock_ns(clockid_t id)
+uint64_t session_clock_ns(clockid_t id)
 {
 	struct timespec ts;
 	clock_gettime(id, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-/* Trace time (wall-clock us) of a CLOCK_MONOTONIC timestamp: the trace's own clock, or with
- * no trace one of ours that works the same way (never goes backwards). */
-static uint64_t time_of(struct session *s, uint64_t mono_ns)
-{
-	if (s->out) return trace_out_time_us(s->out, mono_ns);
-	uint64_t us = mono_ns > s->mono_ns0 ? s->wall_us0 + (mono_ns - s->mono_ns0) / 1000 : s->wall_us0;
-	if (us < s->last_us) us = s->last_us;
-	s->last_us = us;
-	return us;
-}
-
-/* A write to the trace failed (disk full...). Without snapshots the session stops (the trace is
- * cut back to its last whole packet when it is closed). With snapshots only the trace stops:
- * it is closed at once (cut back the same way), that is reported once, and the trie goes on
- * with ids from a counter, so later snapshots work when space frees. */
-static void trace_write_failed(struct session *s)
-{
-	snprintf(s->error, sizeof s->error, "writing the trace failed: %s", trace_out_error(s->out));
-	if (!s->trace_optional) {
-		s->failed = true;
-		return;
-	}
-	s->written_allocs = trace_out_allocs(s->out);
-	s->written_collects = trace_out_collects(s->out);
-	s->next_id = s->written_allocs;
-	s->last_us = trace_out_time_us(s->out, 0); /* our clock goes on from the trace's */
-	trace_out_close(s->out, NULL, 0);
-	s->out = NULL;
-	s->no_trace = true;
-	s->trace_lost = true;
-	msg_say("PID %d: %s; the trace stops here (it ends with its last whole packet), tracing and "
-		"snapshots go on", (int)s->pid, s->error);
-}
-
-static void on_alloc(void *ctx, const struct tracer_alloc *a)
-{
-	struct session *s = ctx;
-	if (s->failed || s->floor || (!s->out && !s->no_trace)) return;
-	if (a->pid != (uint32_t)s->pid) { /* a forked child: never mix it into this trace */
-		s->other_pid++;
-		return;
-	}
-	if (s->exec_ns && a->time_ns > s->exec_ns) { /* the new program's: its own session */
-		s->after_exec++;
-		return;
-	}
-	if (!s->stacks && !s->lazy_stacks) {
-		char e[256];
-		s->stacks = stacks_open(s->pid, e, sizeof e);
-		if (!s->stacks && !s->stacks_error[0])
-			snprintf(s->stacks_error, sizeof s->stacks_error, "%s", e);
-	}
-	int n = s->stacks ? stacks_unwind_from(s->stacks, (pid_t)a->tid, a->regs, a->stack,
-					       a->stack_len, a->in_sampler, s->codes, MAX_CODES) : 0;
-	if (n < 0) n = 0;
-	/* stacks give innermost first; memtrace backtraces and the trie are outermost first */
-	for (int i = 0; i < n; i++) s->bt[i] = s->codes[n - 1 - i];
-	uint32_t node = trie_intern(s->trie, s->bt, (size_t)n);
-	if (node == TRIE_NONE) node = TRIE_ROOT; /* out of memory: still account the block */
-	/* the block's time for snapshots: the time the trace gives it (same clamped clock) */
-	uint64_t time_us = time_of(s, a->time_ns);
-	int64_t id = s->out ? trace_out_alloc(s->out, a->time_ns, a->size, a->nsamples, s->bt,
-					      (size_t)n)
-			    : (int64_t)s->next_id++;
-	if (id < 0) {
-		trace_write_failed(s);
-		if (s->failed) return;
-		id = (int64_t)s->next_id++; /* the trace stopped, the trie goes on */
-	}
-	if (trie_block_alloc(s->trie, a->seq, (uint64_t)id, node, a->size, a->nsamples) == 0)
-		trie_block_set_time(s->trie, a->seq, time_us);
-}
-
-static void on_free(void *ctx, const struct tracer_free *f)
-{
-	struct session *s = ctx;
-	if (s->failed || s->floor || (!s->out && !s->no_trace)) return;
-	if (s->exec_ns && f->time_ns > s->exec_ns) { /* the old heap is gone with its image */
-		s->after_exec++;
-		return;
-	}
-	struct trie_block b;
-	if (!trie_block_free(s->trie, f->seq, &b)) return; /* not a block of ours (or already freed) */
-	if (s->out && trace_out_collect(s->out, f->time_ns, b.id) < 0) trace_write_failed(s);
 }
 
 /* Intake thread: copy the records into the queue, in ring-buffer order. */
@@ -276,8 +132,8 @@ static void handle_items(struct session *s, struct rq_item *list)
 	/* taken before asking: an exec before any record of the list is known by now */
 	if (list && s->exec_time && !s->exec_ns) s->exec_ns = s->exec_time(s->exec_ctx, s->pid);
 	for (struct rq_item *it = list; it; it = it->next) {
-		if (it->is_free) on_free(s, &it->f);
-		else on_alloc(s, &it->a);
+		if (it->is_free) session_on_free(s, &it->f);
+		else session_on_alloc(s, &it->a);
 	}
 	rq_free_items(list);
 }
@@ -305,8 +161,8 @@ struct session *session_begin(const struct session_opts *o, char *err, size_t er
 	s->pid = o->pid;
 	s->floor = o->floor;
 	s->out_fd = -1;
-	s->mono_ns0 = clock_ns(CLOCK_MONOTONIC);
-	s->wall_us0 = s->last_us = clock_ns(CLOCK_REALTIME) / 1000;
+	s->mono_ns0 = session_clock_ns(CLOCK_MONOTONIC);
+	s->wall_us0 = s->last_us = session_clock_ns(CLOCK_REALTIME) / 1000;
 	char e[512] = "";
 	if (!o->floor) {
 		s->trie = trie_new(o->rate);
@@ -327,8 +183,10 @@ struct session *session_begin(const struct session_opts *o, char *err, size_t er
 			}
 		}
 	}
+	session_note_allocator(s, o->sites);
 	struct tracer_opts topts = {.rate = o->rate, .stack_bytes = o->stack_bytes,
-				    .ringbuf_bytes = o->ring_bytes, .floor = o->floor};
+				    .ringbuf_bytes = o->ring_bytes, .floor = o->floor,
+				    .no_mappings = o->no_mappings};
 	if (!s->tracer) s->tracer = tracer_open(o->pid, o->sites, &topts, e, sizeof e);
 	if (!s->tracer) {
 		set_err(err, errlen, "cannot attach to PID %d: %s", (int)o->pid, e);
@@ -430,7 +288,7 @@ static void tick(struct session *s)
 	if (now - s->last_tick_ns < TICK_NS) return;
 	s->last_tick_ns = now;
 	if (s->floor) return;
-	if (!s->failed && s->out && trace_out_tick(s->out) < 0) trace_write_failed(s);
+	if (!s->failed && s->out && trace_out_tick(s->out) < 0) session_trace_write_failed(s);
 }
 
 int session_poll(struct session *s, int timeout_ms)
@@ -502,6 +360,9 @@ void session_get_totals(struct session *s, struct session_totals *t)
 	t->drop_map_full = st.drop_map_full;
 	t->drop_stack_copy = st.drop_stack_copy;
 	t->reconciled_frees = st.reconciled_frees;
+	t->map_calls = st.map_calls;
+	t->mappings_traced = s->mappings_traced;
+	t->allocator_mappings = s->allocator_mappings;
 	t->other_pid = s->other_pid;
 	t->after_exec = s->after_exec;
 	t->written_allocs = s->out ? trace_out_allocs(s->out) : s->no_trace ? s->next_id
@@ -550,6 +411,10 @@ void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 		"%llu frees reconciled",
 		(unsigned long long)t.drop_ringbuf, (unsigned long long)t.drop_map_full,
 		(unsigned long long)t.drop_stack_copy, (unsigned long long)t.reconciled_frees);
+	if (t.map_calls)
+		fprintf(out, "; anonymous mappings: %llu made, %llu sampled ones traced, %llu sampled "
+			"ones left out as the allocator's own", (unsigned long long)t.map_calls,
+			(unsigned long long)t.mappings_traced, (unsigned long long)t.allocator_mappings);
 	if (t.unwind_truncated || t.unwind_errors)
 		fprintf(out, "; stacks: %llu truncated, %llu unwind errors",
 			(unsigned long long)t.unwind_truncated, (unsigned long long)t.unwind_errors);
@@ -582,7 +447,7 @@ int session_snapshot(struct session *s, struct snapshotter *snap, char *err, siz
 	info.drops = total_drops(&st);
 	char host[256], context[512];
 	mt_trace_info ti;
-	uint64_t now_us = clock_ns(CLOCK_REALTIME) / 1000;
+	uint64_t now_us = session_clock_ns(CLOCK_REALTIME) / 1000;
 	trace_out_fill_info(&info, now_us, &ti, host, sizeof host, context, sizeof context);
 	return snapshot_write(snap, s->trie, &ti, session_locations, s, now_us, err, errlen);
 }
@@ -605,6 +470,7 @@ void session_close(struct session *s)
 	if (s->lazy_stacks && atomic_load(&s->early_done) && s->early_stacks)
 		stacks_close(s->early_stacks); /* never handed over */
 	trie_free(s->trie);
+	mappings_free(&s->maps);
 	pthread_mutex_destroy(&s->drain_lock);
 	pthread_cond_destroy(&s->drain_cond);
 	free(s);

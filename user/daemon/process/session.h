@@ -20,6 +20,7 @@ struct session_opts {
 	unsigned ring_bytes;     /* 0: the tracer's default */
 	bool floor;              /* empty probes only: no unwinding, no trace (benchmarks) */
 	bool spawned;            /* pid is a child held before its exec (-- CMD) */
+	bool no_mappings;        /* --no-mmap: anonymous mappings are not traced */
 	int out_fd;              /* the trace file, open for writing (ignored with floor/no_trace) */
 	bool no_trace;           /* -o none: no continuous trace; the trie and unwinder still run
 	                            (for snapshots), allocation ids come from a counter */
@@ -53,6 +54,9 @@ struct session_totals {
 	uint64_t stacks;                      /* distinct call stacks sampled */
 	uint64_t nsamples;                    /* samples in the records (sum of nsamples) */
 	uint64_t trace_bytes;
+	uint64_t map_calls;                   /* anonymous mmap/mremap calls made */
+	uint64_t mappings_traced;             /* sampled ones in the trace */
+	uint64_t allocator_mappings;          /* sampled ones left out: the allocator's own */
 };
 
 struct session;

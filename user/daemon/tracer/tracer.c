@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/mount.h>
+
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
@@ -111,7 +113,25 @@ static void fill_exp_table(volatile __u64 *table, double mean)
 	}
 }
 
-static void set_autoload(struct memtraced_bpf *sk, enum tracer_mode mode, bool floor)
+#define MAPPING_PROGS(sk) {(sk)->progs.mmap_enter, (sk)->progs.mmap_exit, (sk)->progs.munmap_enter, \
+			   (sk)->progs.munmap_exit, (sk)->progs.mremap_enter, (sk)->progs.mremap_exit}
+
+/* libbpf finds a tracepoint's id in tracefs: mount it where it is missing (as perf and bcc do;
+ * a system that mounts it already is left as it is). */
+static int tracefs_ready(char *err, size_t errlen)
+{
+	if (access("/sys/kernel/tracing/events", F_OK) == 0 ||
+	    access("/sys/kernel/debug/tracing/events", F_OK) == 0)
+		return 0;
+	if (mount("nodev", "/sys/kernel/tracing", "tracefs", 0, NULL) == 0) return 0;
+	snprintf(err, errlen, "the system call tracepoints need tracefs, which is not mounted and "
+		 "cannot be (mount -t tracefs nodev /sys/kernel/tracing: %s); --no-mmap goes without",
+		 strerror(errno));
+	return -1;
+}
+
+static void set_autoload(struct memtraced_bpf *sk, enum tracer_mode mode, bool floor,
+			 bool no_mappings)
 {
 	bool session = mode == TRACER_MODE_SESSION;
 	bool usdt = mode == TRACER_MODE_USDT;
@@ -126,6 +146,10 @@ static void set_autoload(struct memtraced_bpf *sk, enum tracer_mode mode, bool f
 	bpf_program__set_autoload(sk->progs.floor_free, floor);
 	bpf_program__set_autoload(sk->progs.usdt_alloc, usdt);
 	bpf_program__set_autoload(sk->progs.usdt_free, usdt);
+	bool mappings = !floor && !no_mappings;
+	struct bpf_program *map_progs[] = MAPPING_PROGS(sk);
+	for (size_t i = 0; i < sizeof map_progs / sizeof map_progs[0]; i++)
+		bpf_program__set_autoload(map_progs[i], mappings);
 	if (session) {
 		bpf_program__set_expected_attach_type(sk->progs.alloc_session, UPROBE_ATTACH_SESSION);
 		bpf_program__set_expected_attach_type(sk->progs.floor_session, UPROBE_ATTACH_SESSION);
@@ -156,7 +180,7 @@ static struct memtraced_bpf *load(pid_t pid, const struct tracer_opts *o, unsign
 	bpf_map__set_max_entries(sk->maps.live, o->rate >= 1e-3 ? 1u << 20 : 1u << 17);
 	int ncpus = libbpf_num_possible_cpus();
 	bpf_map__set_max_entries(sk->maps.scratch, ncpus > 0 ? (unsigned)ncpus : 1);
-	set_autoload(sk, mode, o->floor);
+	set_autoload(sk, mode, o->floor, o->no_mappings);
 	int e = memtraced_bpf__load(sk);
 	if (e) {
 		snprintf(err, errlen, "cannot load the BPF program (%s mode): %s (run as root, on a "
@@ -291,8 +315,27 @@ struct tracer *tracer_load(pid_t pid, const struct tracer_opts *opts, char *err,
 	return t;
 }
 
+/* The mapping programs (tracepoints of the system calls, global), when loaded. */
+static int attach_mappings(struct tracer *t, char *err, size_t errlen)
+{
+	struct bpf_program *progs[] = MAPPING_PROGS(t->skel);
+	if (bpf_program__autoload(progs[0]) && tracefs_ready(err, errlen) < 0) return -1;
+	for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
+		if (!bpf_program__autoload(progs[i])) continue;
+		struct bpf_link *l = bpf_program__attach(progs[i]);
+		if (!l) {
+			snprintf(err, errlen, "cannot attach %s (memory mappings; --no-mmap goes "
+				 "without): %s", bpf_program__name(progs[i]), strerror(errno));
+			return -1;
+		}
+		t->links[t->nlinks++] = l;
+	}
+	return 0;
+}
+
 static int start_intake(struct tracer *t, char *err, size_t errlen)
 {
+	if (attach_mappings(t, err, errlen) < 0) return -1;
 	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), intake_record, t, NULL);
 	if (!t->rb) {
 		snprintf(err, errlen, "cannot set up the ring buffer consumer: %s", strerror(errno));
@@ -394,6 +437,7 @@ void tracer_get_stats(struct tracer *t, struct tracer_stats *out)
 		out->free_calls += c->free_calls;
 		out->samples += c->samples;
 		out->nested_skipped += c->nested_skipped;
+		out->map_calls += c->map_calls;
 		out->drop_ringbuf += c->drop_ringbuf;
 		out->drop_map_full += c->drop_map_full;
 		out->drop_stack_copy += c->drop_stack_copy;

@@ -40,6 +40,7 @@ struct tracer_opts {
 	bool no_session;         /* force the uprobe + uretprobe fallback (tests, benchmarks) */
 	bool usdt;               /* no allocator probes: an in-process sampler's USDT probes
 	                            (tracer_attach_usdt) */
+	bool no_mappings;        /* anonymous mmap/munmap/mremap are not traced (--no-mmap) */
 };
 
 struct tracer_alloc {        /* one sampled allocation */
@@ -52,12 +53,24 @@ struct tracer_alloc {        /* one sampled allocation */
 	const uint8_t *stack;    /* copy of user stack starting at regs[7] (rsp) */
 	size_t stack_len;
 	enum alloc_fn fn;        /* the function called (added field) */
-	bool in_sampler;         /* from an in-process sampler's probe: regs and stack are at the
-	                            probe site inside the sampler, whose frames the unwinder hides;
-	                            fn is unknown (AF_MALLOC) */
+	enum tracer_origin {
+		TRACER_FROM_PROBE,   /* an allocator's probe: regs as at its entry */
+		TRACER_FROM_SAMPLER, /* an in-process sampler's probe: regs and stack at the probe
+		                        site inside the sampler, whose frames the unwinder hides;
+		                        fn is unknown (AF_MALLOC) */
+		TRACER_FROM_MAPPING, /* an anonymous mmap/mremap: regs at the system call (the
+		                        innermost frame is the mmap function); fn unknown; freed
+		                        through unmaps, never by tracer_reconcile */
+	} origin;
 };
 
-struct tracer_free { uint64_t seq; uint64_t addr; uint64_t time_ns; uint32_t pid, tid; };
+struct tracer_free {
+	uint64_t seq; uint64_t addr; uint64_t time_ns; uint32_t pid, tid;
+	bool unmap;              /* not a free: [addr, addr + len) was unmapped (munmap, mremap's
+	                            old range, a MAP_FIXED mapping over it); seq is 0: every sampled
+	                            mapping in the range is freed or trimmed by the receiver */
+	uint64_t len;
+};
 
 struct tracer_callbacks {
 	void (*alloc)(void *ctx, const struct tracer_alloc *a);  /* pointers valid during the call */
@@ -73,6 +86,7 @@ struct tracer_stats {
 	uint64_t nested_skipped;           /* calls inside another probed call, counted once */
 	uint64_t bad_records;              /* malformed ring-buffer records ignored (never expected) */
 	uint64_t live_reported;            /* sampled blocks reported live and not freed yet */
+	uint64_t map_calls;                /* successful anonymous mmap/mremap calls seen */
 };
 
 enum tracer_mode {

@@ -22,10 +22,12 @@ static void update_live_count(struct tracer *t)
 	__atomic_store_n(&t->live_count, (uint64_t)t->visible.count, __ATOMIC_RELAXED);
 }
 
-static void deliver_alloc(struct tracer *t, const struct mt_alloc_record *r, bool in_sampler)
+static void deliver_alloc(struct tracer *t, const struct mt_alloc_record *r,
+			  enum tracer_origin origin)
 {
-	/* Remember it before the callback: a FREE for it may be the next record. */
-	if (seq_table_put(&t->visible, r->seq, r->addr, t->epoch))
+	/* Remember it before the callback: a FREE for it may be the next record. (A mapping
+	 * ends through unmaps, which the receiver matches.) */
+	if (origin != TRACER_FROM_MAPPING && seq_table_put(&t->visible, r->seq, r->addr, t->epoch))
 		count(&t->bad_records, 1); /* out of memory: the block can never be reported freed */
 	update_live_count(t);
 	if (!t->cb || !t->cb->alloc)
@@ -34,7 +36,7 @@ static void deliver_alloc(struct tracer *t, const struct mt_alloc_record *r, boo
 		.seq = r->seq, .pid = r->pid, .tid = r->tid, .time_ns = r->time_ns,
 		.addr = r->addr, .size = r->size, .nsamples = r->nsamples,
 		.regs = (const uint64_t *)r->regs, .stack = r->stack, .stack_len = r->stack_len,
-		.fn = (enum alloc_fn)r->fn, .in_sampler = in_sampler,
+		.fn = (enum alloc_fn)r->fn, .origin = origin,
 	};
 	t->cb->alloc(t->cb_ctx, &a);
 }
@@ -62,14 +64,15 @@ int intake_record(void *ctx, void *data, size_t len)
 		return 0;
 	}
 	memcpy(&type, data, sizeof(type));
-	if (type == MT_REC_ALLOC || type == MT_REC_ALLOC_USDT) {
+	if (type == MT_REC_ALLOC || type == MT_REC_ALLOC_USDT || type == MT_REC_MAP) {
 		const struct mt_alloc_record *r = data;
 		if (len < sizeof(*r) || r->stack_len > r->stack_reserved ||
 		    r->stack_reserved > len - sizeof(*r) || !r->seq || r->fn >= AF_COUNT) {
 			count(&t->bad_records, 1);
 			return 0;
 		}
-		deliver_alloc(t, r, type == MT_REC_ALLOC_USDT);
+		deliver_alloc(t, r, type == MT_REC_ALLOC_USDT ? TRACER_FROM_SAMPLER
+				    : type == MT_REC_MAP ? TRACER_FROM_MAPPING : TRACER_FROM_PROBE);
 	} else if (type == MT_REC_FREE) {
 		const struct mt_free_record *r = data;
 		if (len < sizeof(*r)) {
@@ -77,6 +80,15 @@ int intake_record(void *ctx, void *data, size_t len)
 			return 0;
 		}
 		deliver_free(t, r->seq, r->addr, r->time_ns, r->pid, r->tid);
+	} else if (type == MT_REC_UNMAP) {
+		const struct mt_unmap_record *r = data;
+		if (len < sizeof(*r)) {
+			count(&t->bad_records, 1);
+			return 0;
+		}
+		struct tracer_free f = {.addr = r->addr, .len = r->len, .time_ns = r->time_ns,
+					.pid = r->pid, .tid = r->tid, .unmap = true};
+		if (t->cb && t->cb->free) t->cb->free(t->cb_ctx, &f);
 	} else {
 		count(&t->bad_records, 1);
 	}

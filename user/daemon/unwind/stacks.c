@@ -159,7 +159,7 @@ struct stacks {
 	uint64_t sp;
 	bool truncated;
 	int frame_index;
-	bool in_sampler;          /* hide the leading frames of the sampler's object */
+	enum stacks_start start;  /* what frame 0 is */
 	Dwfl_Module *hidden;      /* that object, while its frames are being left out */
 	struct frame_pc frames[MAX_FRAMES];
 	int nframes;
@@ -431,11 +431,11 @@ static int cb_frame(Dwfl_Frame *frame, void *arg)
 	bool activation;
 	if (!dwfl_frame_pc(frame, &pc, &activation))
 		return DWARF_CB_ABORT;
-	if (s->frame_index++ == 0) {
+	if (s->frame_index++ == 0 && s->start != STACKS_AT_SYSCALL) {
 		/* the allocation function itself, at its entry; or the probe site inside an
 		 * in-process sampler, whose object's frames are all left out (a sampler inside
 		 * the executable itself: only this frame) */
-		if (s->in_sampler) {
+		if (s->start == STACKS_IN_SAMPLER) {
 			Dwfl_Module *m = dwfl_addrmodule(s->dwfl, pc);
 			s->hidden = m && !module_is_executable(s, m) ? m : NULL;
 		}
@@ -564,16 +564,25 @@ static uint64_t code_of_pc(struct stacks *s, Dwarf_Addr pc)
 int stacks_unwind(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_NREGS],
 		  const uint8_t *stack, size_t stack_len, uint64_t *codes, int max_codes)
 {
-	return stacks_unwind_from(s, tid, regs, stack, stack_len, false, codes, max_codes);
+	return stacks_unwind_from(s, tid, regs, stack, stack_len, STACKS_AT_ENTRY, codes, max_codes);
+}
+
+const char *stacks_last_frame_file(struct stacks *s, int i)
+{
+	if (!s || i < 0 || i >= s->nframes) return NULL;
+	Dwfl_Module *m = dwfl_addrmodule(s->dwfl, s->frames[i].pc);
+	const char *mainfile = NULL;
+	if (m) dwfl_module_info(m, NULL, NULL, NULL, NULL, NULL, &mainfile, NULL);
+	return mainfile;
 }
 
 int stacks_unwind_from(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_NREGS],
-		       const uint8_t *stack, size_t stack_len, bool in_sampler, uint64_t *codes,
-		       int max_codes)
+		       const uint8_t *stack, size_t stack_len, enum stacks_start start,
+		       uint64_t *codes, int max_codes)
 {
 	if (!s || !regs || !codes || max_codes <= 0)
 		return 0;
-	s->in_sampler = in_sampler;
+	s->start = start;
 	s->stats.samples++;
 	current = s;
 	s->tid = tid > 0 ? tid : s->pid;

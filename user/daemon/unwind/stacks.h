@@ -49,12 +49,19 @@ void stacks_refresh(struct stacks *s);
  * Codes are stable functions of (object build-id, offset), never 0, < 2^62. */
 int stacks_unwind(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_NREGS],
 		  const uint8_t *stack, size_t stack_len, uint64_t *codes, int max_codes);
-/* stacks_unwind for a sample taken at a probe site inside an in-process sampler (regs at the
- * site): the leading frames in the sampler's object are left out too, so codes[0] is the call
- * site of the allocation function in the program. */
+/* Where the registers of a sample were taken. */
+enum stacks_start {
+	STACKS_AT_ENTRY,   /* an allocation function's entry: its frame is left out (stacks_unwind) */
+	STACKS_IN_SAMPLER, /* a probe site inside an in-process sampler: the leading frames in the
+			      sampler's object are left out, codes[0] is the allocation call site */
+	STACKS_AT_SYSCALL, /* a system call (mmap): the function that made it is codes[0] */
+};
 int stacks_unwind_from(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_NREGS],
-		       const uint8_t *stack, size_t stack_len, bool in_sampler, uint64_t *codes,
-		       int max_codes);
+		       const uint8_t *stack, size_t stack_len, enum stacks_start start,
+		       uint64_t *codes, int max_codes);
+/* The file of the object that frame i (codes[i]) of the last unwind lies in, as opened
+ * (maybe under /proc/PID/root), or NULL. */
+const char *stacks_last_frame_file(struct stacks *s, int i);
 /* mt_locations_fn for the writer: the location list of a code (outermost first). Returns the
  * number of locations (the array lives as long as s), or -1 for a code s never handed out. */
 int stacks_locations(void *stacks, uint64_t code, const mt_location **locs);

@@ -1,0 +1,182 @@
+/* Included by memtraced.bpf.c (its maps and helpers): anonymous memory mappings as
+ * allocations.
+ *
+ * Tracepoint programs on the mmap, munmap and mremap system calls (enter: the arguments kept
+ * in task storage; exit: the result), global, filtered by tgid; a mapping is not an
+ * allocator call, so they run in every mode, --inject included. (fentry/fexit would take one
+ * program per call, but this kernel refuses them: no kprobes, ftrace closed.) A
+ * successful anonymous mmap (MAP_ANONYMOUS, private or shared) or mremap is sampled with the
+ * same byte countdown as malloc'ed blocks and recorded as MT_REC_MAP with the user registers
+ * and stack at the system call. Its lifetime is userspace's (munmap may cut it in pieces):
+ * from the first sampled mapping on, every successful munmap, every mremap's old range and the
+ * range a MAP_FIXED mapping replaces are sent as MT_REC_UNMAP, and userspace frees or trims the
+ * sampled mappings they cover. Which mappings are an allocator's own (glibc's mmap for a large
+ * malloc, jemalloc's extents) is decided in userspace from the caller (see the session). */
+
+#define MT_MAP_FIXED 0x10
+#define MT_MAP_ANONYMOUS 0x20
+#define MT_MAP_FIXED_NOREPLACE 0x100000
+
+/* Set at the first sampled mapping: unmappings are reported from then on. */
+volatile __u32 mapping_sampled = 0;
+
+static __always_inline bool syscall_failed(long ret)
+{
+	return (unsigned long)ret >= (unsigned long)-4095L;
+}
+
+static __always_inline void emit_unmap(__u64 id, __u64 addr, __u64 len)
+{
+	struct mt_cpu_state *st = this_cpu_state();
+	struct mt_unmap_record *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) { /* the mapping stays live in the trace: counted like a lost free */
+		__sync_fetch_and_add(&st->drop_ringbuf, 1);
+		return;
+	}
+	r->type = MT_REC_UNMAP;
+	r->pid = id >> 32;
+	r->tid = (__u32)id;
+	r->pad = 0;
+	r->addr = addr;
+	r->len = len;
+	r->time_ns = bpf_ktime_get_ns();
+	submit(r);
+}
+
+static long vma_anonymous(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	*(bool *)data = vma->vm_file == NULL;
+	return 0;
+}
+
+static __always_inline void sample_mapping(__u64 id, __u64 addr, __u64 len)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	struct mt_cpu_state *st = this_cpu_state();
+	__sync_fetch_and_add(&st->map_calls, 1);
+	__u64 n = sample_points(st, len);
+	if (!n)
+		return;
+	__u32 key = 0;
+	struct inflight_call *call = bpf_map_lookup_elem(&call_scratch, &key);
+	if (!call)
+		return;
+	copy_entry_regs(call->regs, regs);
+	call->entry_sp = regs->sp;
+	call->size = len;
+	call->nsamples = n;
+	call->fn = 0;
+	mapping_sampled = 1;
+	emit_alloc(regs, st, id, call, addr, KIND_MAPPING);
+}
+
+/* A system call's arguments, from its enter to its exit (per thread). */
+struct mapping_call {
+	__u64 args[4];
+	__u32 nr;      /* which call: 0 none */
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct mapping_call);
+} mapping_calls SEC(".maps");
+
+enum { CALL_MMAP = 1, CALL_MUNMAP, CALL_MREMAP };
+
+static __always_inline int enter(struct trace_event_raw_sys_enter *ctx, __u32 nr)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	if ((__u32)(id >> 32) != target_tgid || muted)
+		return 0;
+	if (nr != CALL_MMAP && !mapping_sampled)
+		return 0;
+	struct mapping_call *c = bpf_task_storage_get(&mapping_calls, bpf_get_current_task_btf(), 0,
+						      BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!c)
+		return 0;
+	/* only the arguments the call has: the kernel refuses a program that reads past the
+	 * end of the event (munmap's has two) */
+	c->nr = nr;
+	c->args[0] = ctx->args[0];
+	c->args[1] = ctx->args[1];
+	if (nr != CALL_MUNMAP) {
+		c->args[2] = ctx->args[2];
+		c->args[3] = ctx->args[3];
+	}
+	return 0;
+}
+
+/* The call's arguments, if its enter was seen; forgets them. */
+static __always_inline struct mapping_call *exit_of(__u64 id, __u32 nr)
+{
+	if ((__u32)(id >> 32) != target_tgid || muted)
+		return NULL;
+	struct mapping_call *c = bpf_task_storage_get(&mapping_calls, bpf_get_current_task_btf(), 0, 0);
+	if (!c || c->nr != nr)
+		return NULL;
+	c->nr = 0;
+	return c;
+}
+
+SEC("tracepoint/syscalls/sys_enter_mmap")
+int mmap_enter(struct trace_event_raw_sys_enter *ctx) { return enter(ctx, CALL_MMAP); }
+SEC("tracepoint/syscalls/sys_enter_munmap")
+int munmap_enter(struct trace_event_raw_sys_enter *ctx) { return enter(ctx, CALL_MUNMAP); }
+SEC("tracepoint/syscalls/sys_enter_mremap")
+int mremap_enter(struct trace_event_raw_sys_enter *ctx) { return enter(ctx, CALL_MREMAP); }
+
+/* mmap(addr, len, prot, flags, fd, off) */
+SEC("tracepoint/syscalls/sys_exit_mmap")
+int mmap_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct mapping_call *c = exit_of(id, CALL_MMAP);
+	long ret = ctx->ret;
+	if (!c || syscall_failed(ret))
+		return 0;
+	__u64 len = c->args[1], flags = c->args[3];
+	if ((flags & (MT_MAP_FIXED | MT_MAP_FIXED_NOREPLACE)) && mapping_sampled)
+		emit_unmap(id, (__u64)ret, len); /* what it replaced is gone */
+	if (flags & MT_MAP_ANONYMOUS)
+		sample_mapping(id, (__u64)ret, len);
+	return 0;
+}
+
+/* munmap(addr, len) */
+SEC("tracepoint/syscalls/sys_exit_munmap")
+int munmap_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct mapping_call *c = exit_of(id, CALL_MUNMAP);
+	if (c && ctx->ret == 0)
+		emit_unmap(id, c->args[0], c->args[1]);
+	return 0;
+}
+
+/* mremap(old_addr, old_len, new_len, flags, new_addr): the old range is gone (moved, or
+ * resized in place: a free and a new allocation, as realloc), the new one is a mapping of
+ * new_len bytes, anonymous or not. */
+SEC("tracepoint/syscalls/sys_exit_mremap")
+int mremap_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	if ((__u32)(id >> 32) != target_tgid || muted)
+		return 0;
+	struct mapping_call *c = bpf_task_storage_get(&mapping_calls, bpf_get_current_task_btf(), 0, 0);
+	long ret = ctx->ret;
+	if (!c || c->nr != CALL_MREMAP)
+		return 0;
+	c->nr = 0;
+	if (syscall_failed(ret))
+		return 0;
+	if (mapping_sampled)
+		emit_unmap(id, c->args[0], c->args[1]);
+	__u64 new_len = c->args[2];
+	bool anon = false;
+	if (bpf_find_vma(bpf_get_current_task_btf(), (__u64)ret, vma_anonymous, &anon, 0) == 0 && anon)
+		sample_mapping(id, (__u64)ret, new_len);
+	return 0;
+}

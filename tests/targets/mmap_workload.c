@@ -1,0 +1,79 @@
+/* Anonymous memory mappings for tests/test_mmap.sh.
+ *
+ *   mmap_workload N
+ *
+ * Keeps one 64 MiB anonymous mapping (map_kept, touched) to the end; maps, touches and
+ * unmaps N mappings of 4 MiB (map_temp); maps 8 MiB and unmaps it in three parts, the middle
+ * first (map_split); grows a 1 MiB mapping to 3 MiB with mremap, then unmaps it
+ * (map_grown); mallocs 1 MiB (glibc serves it with a mapping of its own) and keeps it
+ * (malloc_big). Each in its own noinline function named as above. Prints the truth:
+ *
+ *   truth FUNC CALLS BYTES LIVE_BYTES
+ *
+ * then "ready" and waits for a line on stdin (the tracer reads its mappings meanwhile). */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define NOINLINE __attribute__((noinline, noclone))
+#define MIB (1024UL * 1024)
+
+static void *volatile sink;
+
+static void *map(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		perror("mmap");
+		exit(2);
+	}
+	memset(p, 1, len);
+	return p;
+}
+
+NOINLINE void *map_kept(void) { void *p = map(64 * MIB); sink = p; return p; }
+NOINLINE void map_temp(void) { void *p = map(4 * MIB); sink = p; munmap(p, 4 * MIB); }
+NOINLINE void map_split(void)
+{
+	char *p = map(8 * MIB);
+	sink = p;
+	munmap(p + 3 * MIB, 2 * MIB); /* the middle: two pieces stay */
+	munmap(p, 3 * MIB);
+	munmap(p + 5 * MIB, 3 * MIB);
+}
+NOINLINE void map_grown(void)
+{
+	void *p = map(1 * MIB);
+	p = mremap(p, 1 * MIB, 3 * MIB, MREMAP_MAYMOVE);
+	if (p == MAP_FAILED) {
+		perror("mremap");
+		exit(2);
+	}
+	sink = p;
+	munmap(p, 3 * MIB);
+}
+NOINLINE void *malloc_big(void) { void *p = malloc(1 * MIB); memset(p, 1, MIB); sink = p; return p; }
+
+int main(int argc, char **argv)
+{
+	int n = argc > 1 ? atoi(argv[1]) : 100;
+	void *kept = map_kept();
+	for (int i = 0; i < n; i++) map_temp();
+	for (int i = 0; i < n / 10 + 1; i++) map_split();
+	for (int i = 0; i < n / 10 + 1; i++) map_grown();
+	void *big = malloc_big();
+	printf("truth map_kept 1 %lu %lu\n", 64 * MIB, 64 * MIB);
+	printf("truth map_temp %d %lu 0\n", n, n * 4 * MIB);
+	printf("truth map_split %d %lu 0\n", n / 10 + 1, (n / 10 + 1) * 8 * MIB);
+	printf("truth map_grown %d %lu 0\n", n / 10 + 1, (n / 10 + 1) * 4 * MIB); /* 1 + 3 MiB */
+	printf("truth malloc_big 1 %lu %lu\n", MIB, MIB);
+	printf("ready\n");
+	fflush(stdout);
+	char line[16];
+	if (!fgets(line, sizeof line, stdin)) {}
+	sink = kept;
+	sink = big;
+	return 0;
+}

@@ -1,0 +1,197 @@
+/* What each record does to a session's trie and trace (see session.h, session_int.h):
+ * allocations, frees, and anonymous memory mappings, whose pieces an unmap may leave. */
+#include "session_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/msg.h"
+#include "model/trie.h"
+#include "unwind/stacks.h"
+
+/* Trace time (wall-clock us) of a CLOCK_MONOTONIC timestamp: the trace's own clock, or with
+ * no trace one of ours that works the same way (never goes backwards). */
+static uint64_t time_of(struct session *s, uint64_t mono_ns)
+{
+	if (s->out) return trace_out_time_us(s->out, mono_ns);
+	uint64_t us = mono_ns > s->mono_ns0 ? s->wall_us0 + (mono_ns - s->mono_ns0) / 1000 : s->wall_us0;
+	if (us < s->last_us) us = s->last_us;
+	s->last_us = us;
+	return us;
+}
+
+/* A write to the trace failed (disk full...). Without snapshots the session stops (the trace is
+ * cut back to its last whole packet when it is closed). With snapshots only the trace stops:
+ * it is closed at once (cut back the same way), that is reported once, and the trie goes on
+ * with ids from a counter, so later snapshots work when space frees. */
+void session_trace_write_failed(struct session *s)
+{
+	snprintf(s->error, sizeof s->error, "writing the trace failed: %s", trace_out_error(s->out));
+	if (!s->trace_optional) {
+		s->failed = true;
+		return;
+	}
+	s->written_allocs = trace_out_allocs(s->out);
+	s->written_collects = trace_out_collects(s->out);
+	s->next_id = s->written_allocs;
+	s->last_us = trace_out_time_us(s->out, 0); /* our clock goes on from the trace's */
+	trace_out_close(s->out, NULL, 0);
+	s->out = NULL;
+	s->no_trace = true;
+	s->trace_lost = true;
+	msg_say("PID %d: %s; the trace stops here (it ends with its last whole packet), tracing and "
+		"snapshots go on", (int)s->pid, s->error);
+}
+
+/* ---- anonymous mappings ---- */
+
+void session_note_allocator(struct session *s, const struct alloc_sites *sites)
+{
+	for (int i = 0; sites && i < sites->n && s->nalloc_objs < MAX_ALLOCATOR_OBJECTS; i++) {
+		struct stat st;
+		if (stat(sites->sites[i].path, &st) < 0) continue;
+		bool known = false;
+		for (int k = 0; k < s->nalloc_objs && !known; k++)
+			known = s->alloc_dev[k] == st.st_dev && s->alloc_ino[k] == st.st_ino;
+		if (known) continue;
+		s->alloc_dev[s->nalloc_objs] = st.st_dev;
+		s->alloc_ino[s->nalloc_objs++] = st.st_ino;
+	}
+}
+
+/* The rule for mappings an allocator makes for its own blocks (glibc's mmap of a large malloc,
+ * jemalloc's extents), whose blocks the probes count already: a mapping whose system call was
+ * made from code in an object that holds a probed allocation function (the caller of the mmap
+ * function, frame 1, lies in one) is the allocator's, and left out. So are the other mappings
+ * such an object makes for itself (glibc's thread stacks); a program with its allocator linked
+ * in (a static one) has all of its own mappings left out by this rule. */
+static bool mapping_is_allocators(struct session *s, int nframes)
+{
+	const char *file = nframes > 1 ? stacks_last_frame_file(s->stacks, 1) : NULL;
+	struct stat st;
+	if (!file || stat(file, &st) < 0) return false;
+	for (int k = 0; k < s->nalloc_objs; k++)
+		if (s->alloc_dev[k] == st.st_dev && s->alloc_ino[k] == st.st_ino) return true;
+	return false;
+}
+
+static double map_uniform(void *ctx)
+{
+	struct session *s = ctx;
+	uint64_t x = s->map_rng ? s->map_rng : 0x9e3779b97f4a7c15ull;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	s->map_rng = x;
+	return (double)(x >> 11) / 9007199254740992.0;
+}
+
+static void map_gone(void *ctx, const struct mapping *mp)
+{
+	struct session *s = ctx;
+	struct trie_block b;
+	if (!trie_block_free(s->trie, mp->key, &b)) return;
+	if (s->out && trace_out_collect(s->out, s->unmap_time_ns, b.id) < 0) session_trace_write_failed(s);
+}
+
+/* A part of an unmapped mapping that stays mapped: a new block of the same stack, with the
+ * share of the sample points that fall in it. */
+static void map_keep(void *ctx, const struct mapping *was, struct mapping *piece)
+{
+	struct session *s = ctx;
+	piece->nsamples = mappings_piece_samples(was->nsamples, piece->len, was->len, map_uniform, s);
+	if (!piece->nsamples || s->failed) return;
+	const struct trie_node *nd = trie_node(s->trie, piece->node);
+	size_t depth = nd ? nd->depth : 0;
+	if (depth > MAX_CODES) depth = MAX_CODES;
+	for (uint32_t k = piece->node; depth && k != TRIE_NONE; ) { /* outermost first */
+		const struct trie_node *x = trie_node(s->trie, k);
+		if (!x || !x->depth) break;
+		s->bt[x->depth - 1] = x->code;
+		k = x->parent;
+	}
+	piece->key = (1ull << 63) | ++s->map_key;
+	int64_t id = s->out ? trace_out_alloc(s->out, s->unmap_time_ns, piece->len, piece->nsamples,
+					      s->bt, depth)
+			    : (int64_t)s->next_id++;
+	if (id < 0) {
+		session_trace_write_failed(s);
+		if (s->failed) return;
+		id = (int64_t)s->next_id++;
+	}
+	if (trie_block_alloc(s->trie, piece->key, (uint64_t)id, piece->node, piece->len,
+			     piece->nsamples) == 0)
+		trie_block_set_time(s->trie, piece->key, time_of(s, s->unmap_time_ns));
+}
+
+void session_on_alloc(struct session *s, const struct tracer_alloc *a)
+{
+	if (s->failed || s->floor || (!s->out && !s->no_trace)) return;
+	if (a->pid != (uint32_t)s->pid) { /* a forked child: never mix it into this trace */
+		s->other_pid++;
+		return;
+	}
+	if (s->exec_ns && a->time_ns > s->exec_ns) { /* the new program's: its own session */
+		s->after_exec++;
+		return;
+	}
+	if (!s->stacks && !s->lazy_stacks) {
+		char e[256];
+		s->stacks = stacks_open(s->pid, e, sizeof e);
+		if (!s->stacks && !s->stacks_error[0])
+			snprintf(s->stacks_error, sizeof s->stacks_error, "%s", e);
+	}
+	enum stacks_start start = a->origin == TRACER_FROM_SAMPLER ? STACKS_IN_SAMPLER
+				: a->origin == TRACER_FROM_MAPPING ? STACKS_AT_SYSCALL : STACKS_AT_ENTRY;
+	int n = s->stacks ? stacks_unwind_from(s->stacks, (pid_t)a->tid, a->regs, a->stack,
+					       a->stack_len, start, s->codes, MAX_CODES) : 0;
+	if (n < 0) n = 0;
+	if (a->origin == TRACER_FROM_MAPPING && mapping_is_allocators(s, n)) {
+		s->allocator_mappings++;
+		return;
+	}
+	/* stacks give innermost first; memtrace backtraces and the trie are outermost first */
+	for (int i = 0; i < n; i++) s->bt[i] = s->codes[n - 1 - i];
+	uint32_t node = trie_intern(s->trie, s->bt, (size_t)n);
+	if (node == TRIE_NONE) node = TRIE_ROOT; /* out of memory: still account the block */
+	/* the block's time for snapshots: the time the trace gives it (same clamped clock) */
+	uint64_t time_us = time_of(s, a->time_ns);
+	int64_t id = s->out ? trace_out_alloc(s->out, a->time_ns, a->size, a->nsamples, s->bt,
+					      (size_t)n)
+			    : (int64_t)s->next_id++;
+	if (id < 0) {
+		session_trace_write_failed(s);
+		if (s->failed) return;
+		id = (int64_t)s->next_id++; /* the trace stopped, the trie goes on */
+	}
+	if (trie_block_alloc(s->trie, a->seq, (uint64_t)id, node, a->size, a->nsamples) == 0)
+		trie_block_set_time(s->trie, a->seq, time_us);
+	if (a->origin == TRACER_FROM_MAPPING) {
+		struct mapping mp = {.addr = a->addr, .len = a->size, .key = a->seq,
+				     .nsamples = a->nsamples, .node = node};
+		s->mappings_traced++;
+		s->unmap_time_ns = a->time_ns;
+		mappings_unmap(&s->maps, mp.addr, mp.len, map_gone, map_keep, s); /* stale (lost unmap) */
+		if (mappings_add(&s->maps, &mp) < 0) s->map_lost++;
+	}
+}
+
+void session_on_free(struct session *s, const struct tracer_free *f)
+{
+	if (f->unmap) {
+		if (s->failed || s->floor || (!s->out && !s->no_trace)) return;
+		if (s->exec_ns && f->time_ns > s->exec_ns) return;
+		s->unmap_time_ns = f->time_ns;
+		mappings_unmap(&s->maps, f->addr, f->len, map_gone, map_keep, s);
+		return;
+	}
+	if (s->failed || s->floor || (!s->out && !s->no_trace)) return;
+	if (s->exec_ns && f->time_ns > s->exec_ns) { /* the old heap is gone with its image */
+		s->after_exec++;
+		return;
+	}
+	struct trie_block b;
+	if (!trie_block_free(s->trie, f->seq, &b)) return; /* not a block of ours (or already freed) */
+	if (s->out && trace_out_collect(s->out, f->time_ns, b.id) < 0) session_trace_write_failed(s);
+}
+

@@ -109,18 +109,6 @@ static __always_inline int enter(struct trace_event_raw_sys_enter *ctx, __u32 nr
 	return 0;
 }
 
-/* The call's arguments, if its enter was seen; forgets them. */
-static __always_inline struct mapping_call *exit_of(__u64 id, __u32 nr)
-{
-	if ((__u32)(id >> 32) != target_tgid || muted)
-		return NULL;
-	struct mapping_call *c = bpf_task_storage_get(&mapping_calls, bpf_get_current_task_btf(), 0, 0);
-	if (!c || c->nr != nr)
-		return NULL;
-	c->nr = 0;
-	return c;
-}
-
 SEC("tracepoint/syscalls/sys_enter_mmap")
 int mmap_enter(struct trace_event_raw_sys_enter *ctx) { return enter(ctx, CALL_MMAP); }
 SEC("tracepoint/syscalls/sys_enter_munmap")
@@ -128,55 +116,45 @@ int munmap_enter(struct trace_event_raw_sys_enter *ctx) { return enter(ctx, CALL
 SEC("tracepoint/syscalls/sys_enter_mremap")
 int mremap_enter(struct trace_event_raw_sys_enter *ctx) { return enter(ctx, CALL_MREMAP); }
 
-/* mmap(addr, len, prot, flags, fd, off) */
+/* One program for the three exits (each program with a record writer costs the verifier
+ * ~30 ms at every load): what the call was comes from its enter.
+ *   mmap(addr, len, prot, flags, fd, off)
+ *   munmap(addr, len)
+ *   mremap(old_addr, old_len, new_len, flags, new_addr): the old range is gone (moved, or
+ *   resized in place: a free and a new allocation, as realloc), the new one is a mapping of
+ *   new_len bytes, anonymous or not. */
 SEC("tracepoint/syscalls/sys_exit_mmap")
-int mmap_exit(struct trace_event_raw_sys_exit *ctx)
-{
-	__u64 id = bpf_get_current_pid_tgid();
-	struct mapping_call *c = exit_of(id, CALL_MMAP);
-	long ret = ctx->ret;
-	if (!c || syscall_failed(ret))
-		return 0;
-	__u64 len = c->args[1], flags = c->args[3];
-	if ((flags & (MT_MAP_FIXED | MT_MAP_FIXED_NOREPLACE)) && mapping_sampled)
-		emit_unmap(id, (__u64)ret, len); /* what it replaced is gone */
-	if (flags & MT_MAP_ANONYMOUS)
-		sample_mapping(id, (__u64)ret, len);
-	return 0;
-}
-
-/* munmap(addr, len) */
-SEC("tracepoint/syscalls/sys_exit_munmap")
-int munmap_exit(struct trace_event_raw_sys_exit *ctx)
-{
-	__u64 id = bpf_get_current_pid_tgid();
-	struct mapping_call *c = exit_of(id, CALL_MUNMAP);
-	if (c && ctx->ret == 0)
-		emit_unmap(id, c->args[0], c->args[1]);
-	return 0;
-}
-
-/* mremap(old_addr, old_len, new_len, flags, new_addr): the old range is gone (moved, or
- * resized in place: a free and a new allocation, as realloc), the new one is a mapping of
- * new_len bytes, anonymous or not. */
-SEC("tracepoint/syscalls/sys_exit_mremap")
-int mremap_exit(struct trace_event_raw_sys_exit *ctx)
+int mapping_exit(struct trace_event_raw_sys_exit *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	if ((__u32)(id >> 32) != target_tgid || muted)
 		return 0;
 	struct mapping_call *c = bpf_task_storage_get(&mapping_calls, bpf_get_current_task_btf(), 0, 0);
-	long ret = ctx->ret;
-	if (!c || c->nr != CALL_MREMAP)
+	if (!c || !c->nr)
 		return 0;
+	__u32 nr = c->nr;
 	c->nr = 0;
+	long ret = ctx->ret;
 	if (syscall_failed(ret))
 		return 0;
-	if (mapping_sampled)
-		emit_unmap(id, c->args[0], c->args[1]);
-	__u64 new_len = c->args[2];
+	__u64 len = c->args[1];
 	bool anon = false;
-	if (bpf_find_vma(bpf_get_current_task_btf(), (__u64)ret, vma_anonymous, &anon, 0) == 0 && anon)
-		sample_mapping(id, (__u64)ret, new_len);
+	if (nr == CALL_MUNMAP) {
+		emit_unmap(id, c->args[0], len);
+		return 0;
+	}
+	if (nr == CALL_MMAP) {
+		__u64 flags = c->args[3];
+		if ((flags & (MT_MAP_FIXED | MT_MAP_FIXED_NOREPLACE)) && mapping_sampled)
+			emit_unmap(id, (__u64)ret, len); /* what it replaced is gone */
+		anon = flags & MT_MAP_ANONYMOUS;
+	} else { /* CALL_MREMAP */
+		if (mapping_sampled)
+			emit_unmap(id, c->args[0], len);
+		len = c->args[2];
+		bpf_find_vma(bpf_get_current_task_btf(), (__u64)ret, vma_anonymous, &anon, 0);
+	}
+	if (anon)
+		sample_mapping(id, (__u64)ret, len);
 	return 0;
 }

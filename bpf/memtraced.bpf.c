@@ -418,53 +418,70 @@ static __always_inline __u64 prefix_end(__u64 sp, __u64 len, __u64 pages)
 	return end < len ? end : len;
 }
 
-static __always_inline __u32 copy_stack(__u8 *buf, __u64 sp, __u64 len, const __u32 cap)
+/* One step of the binary search (a bpf_loop callback: its body is verified once, where an
+ * unrolled search multiplied the verifier's paths). */
+struct prefix_search {
+	__u8 *buf;
+	__u64 sp, len, good, bad;
+	bool last_ok;
+};
+
+static long prefix_step(__u64 i, void *data)
 {
-	if (len > cap)
-		len = cap;
+	struct prefix_search *ps = data;
+	if (ps->bad - ps->good <= 1)
+		return 1;
+	__u64 mid = (ps->good + ps->bad) / 2;
+	__u64 n = prefix_end(ps->sp, ps->len, mid);
+	if (n > MT_STACK_BYTES_MAX)
+		n = MT_STACK_BYTES_MAX;
+	ps->last_ok = bpf_probe_read_user(ps->buf, n, (void *)ps->sp) == 0;
+	if (ps->last_ok)
+		ps->good = mid;
+	else
+		ps->bad = mid;
+	return 0;
+}
+
+static __noinline __u32 copy_stack(__u8 *buf, __u64 sp, __u64 len)
+{
+	if (!buf)
+		return 0;
+	if (len > MT_STACK_BYTES_MAX)
+		len = MT_STACK_BYTES_MAX;
 	if (bpf_probe_read_user(buf, len, (void *)sp) == 0)
 		return len;
 	/* pages spanned by [sp, sp + len): good = 0 is known to work, bad = all of them fails */
-	__u64 good = 0, bad = ((sp + len + 4095) >> 12) - (sp >> 12);
-	bool last_ok = false;
-	for (int i = 0; i < 6 && bad - good > 1; i++) {
-		__u64 mid = (good + bad) / 2;
-		__u64 n = prefix_end(sp, len, mid);
-		if (n > cap)
-			n = cap;
-		last_ok = bpf_probe_read_user(buf, n, (void *)sp) == 0;
-		if (last_ok)
-			good = mid;
-		else
-			bad = mid;
-	}
-	__u64 n = prefix_end(sp, len, good);
-	if (n > cap)
-		n = cap;
-	if (!good)
+	struct prefix_search ps = {.buf = buf, .sp = sp, .len = len, .good = 0,
+				   .bad = ((sp + len + 4095) >> 12) - (sp >> 12)};
+	bpf_loop(6, prefix_step, &ps, 0);
+	__u64 n = prefix_end(sp, len, ps.good);
+	if (n > MT_STACK_BYTES_MAX)
+		n = MT_STACK_BYTES_MAX;
+	if (!ps.good)
 		return 0;
-	if (!last_ok && bpf_probe_read_user(buf, n, (void *)sp))
+	if (!ps.last_ok && bpf_probe_read_user(buf, n, (void *)sp))
 		return 0;
 	return n;
 }
 
-/* One stack copy per CPU, made before the record is reserved: the copy (and its search for
- * the resident prefix) is then verified once, not once per record size below, which kept the
- * verifier busy for 100+ ms at every load (attach and exec latency). A program run is never
- * nested in another on the same CPU (bpf_prog_active), so the buffer is ours meanwhile. */
-struct stack_scratch {
-	__u8 b[MT_STACK_BYTES_MAX];
+/* The record is built per CPU (header, then the stack copy right after it) and handed to
+ * the ring buffer with bpf_ringbuf_output, sized to the stack copied: one copy of the code,
+ * where reserving records of constant sizes took one copy per size class (the verifier spent
+ * ~30 ms per program on those). The extra kernel memcpy of the record is paid by sampled
+ * calls only. Programs of one kind never nest on a CPU, but a uprobe program and a tracepoint
+ * program could share one if the kernel preempts BPF programs (preempt=full): a busy flag per
+ * CPU keeps the buffer ours meanwhile (the other sample is counted as a ring-buffer drop). */
+struct record_scratch {
+	__u8 b[sizeof(struct mt_alloc_record) + MT_STACK_BYTES_MAX]; /* the record, then its stack */
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY); /* per-CPU values are limited to 32 KiB: one per CPU */
 	__uint(max_entries, 1);           /* set to the number of possible CPUs at load */
 	__type(key, __u32);
-	__type(value, struct stack_scratch);
+	__type(value, struct record_scratch);
 } scratch SEC(".maps");
 
-/* Reserves a record with room for `cap` stack bytes (a constant: the verifier wants constant
- * reservations), fills it with the copy in buf (n <= cap bytes) and submits it. Returns 0, or
- * -1 when the ring buffer is full. */
 /* Where an allocation record comes from (a constant at each call site). */
 enum alloc_kind {
 	KIND_PROBE,    /* an allocator's uprobe, written at its return: regs as at its entry */
@@ -472,47 +489,28 @@ enum alloc_kind {
 	KIND_MAPPING,  /* an anonymous mmap/mremap system call: the user regs at the syscall */
 };
 
-static __always_inline long write_alloc_record(struct pt_regs *ctx, struct mt_cpu_state *st,
-					       __u64 id, struct inflight_call *call, __u64 addr,
-					       __u64 seq, const __u8 *buf, __u64 n, const __u32 cap,
-					       const enum alloc_kind kind)
-{
-	struct mt_alloc_record *r = bpf_ringbuf_reserve(&events, sizeof(*r) + cap, 0);
-	if (!r)
-		return -1;
-	r->type = kind == KIND_SAMPLER ? MT_REC_ALLOC_USDT : kind == KIND_MAPPING ? MT_REC_MAP
-		: MT_REC_ALLOC;
-	r->fn = call->fn;
-	r->pid = id >> 32;
-	r->tid = (__u32)id;
-	r->seq = seq;
-	r->time_ns = bpf_ktime_get_ns();
-	r->addr = addr;
-	r->size = call->size;
-	r->nsamples = call->nsamples;
-	__builtin_memcpy(r->regs, call->regs, sizeof(r->regs));
-	r->stack_reserved = cap;
-	if (n > cap)
-		n = cap;
-	r->stack_len = n && bpf_probe_read_kernel(r->stack, n, buf) == 0 ? n : 0;
-	if (kind != KIND_PROBE) {
-		/* copied where the registers were taken: nothing was replaced */
-		if (!r->stack_len)
-			__sync_fetch_and_add(&st->drop_stack_copy, 1);
-	} else if (r->stack_len >= 8) {
-		/* The return probe replaced the return address at entry_sp by its trampoline; at
-		 * the return the kernel has set ip back to the real one. */
-		__u64 ret_addr = PT_REGS_IP(ctx);
-		__builtin_memcpy(r->stack, &ret_addr, sizeof(ret_addr));
-	} else {
-		__sync_fetch_and_add(&st->drop_stack_copy, 1);
-	}
-	submit(r);
-	return 0;
-}
+static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cpu_state *st,
+					      __u64 id, struct inflight_call *call, __u64 addr,
+					      const enum alloc_kind kind, struct record_scratch *sc);
 
 static __always_inline void emit_alloc(struct pt_regs *ctx, struct mt_cpu_state *st, __u64 id,
 				       struct inflight_call *call, __u64 addr, const enum alloc_kind kind)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct record_scratch *sc = bpf_map_lookup_elem(&scratch, &cpu);
+	if (!sc)
+		return;
+	if (__sync_lock_test_and_set(&st->scratch_busy, 1)) {
+		__sync_fetch_and_add(&st->drop_ringbuf, 1);
+		return;
+	}
+	emit_with_scratch(ctx, st, id, call, addr, kind, sc);
+	__sync_fetch_and_and(&st->scratch_busy, 0); /* release (BPF has no plain atomic store) */
+}
+
+static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cpu_state *st,
+					      __u64 id, struct inflight_call *call, __u64 addr,
+					      const enum alloc_kind kind, struct record_scratch *sc)
 {
 	__u64 seq = __sync_fetch_and_add(&last_seq, 1) + 1;
 	struct mt_live_block block = { .seq = seq, .size = call->size };
@@ -533,31 +531,38 @@ static __always_inline void emit_alloc(struct pt_regs *ctx, struct mt_cpu_state 
 	__u64 limit = ts ? ts->stack_limit : 0;
 	if (limit > sp && limit - sp < len)
 		len = limit - sp;
-	__u32 cpu = bpf_get_smp_processor_id();
-	struct stack_scratch *sc = bpf_map_lookup_elem(&scratch, &cpu);
-	long copied = sc ? copy_stack(sc->b, sp, len, MT_STACK_BYTES_MAX) : 0;
-	const __u8 *buf = sc ? sc->b : (const __u8 *)0;
-	/* The record is sized to the stack copied (a power of two >= 1 KiB): a shallow stack with
-	 * its environment is often 1-4 KiB, and a small ring buffer then holds several times more
-	 * records. */
-	long rc;
-	if (copied <= 1024)
-		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 1024, kind);
-	else if (copied <= 2048)
-		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 2048, kind);
-	else if (copied <= 4096)
-		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 4096, kind);
-	else if (copied <= 8192)
-		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 8192, kind);
-	else if (copied <= 16384)
-		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 16384, kind);
-	else if (copied <= 32768)
-		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, 32768, kind);
-	else
-		rc = write_alloc_record(ctx, st, id, call, addr, seq, buf, copied, MT_STACK_BYTES_MAX, kind);
-	if (rc < 0)
-		copied = -1;
-	if (copied < 0) {
+	struct mt_alloc_record *r = (struct mt_alloc_record *)sc->b;
+	__u8 *stack = sc->b + sizeof(*r);
+	__u32 copied = copy_stack(stack, sp, len);
+	r->type = kind == KIND_SAMPLER ? MT_REC_ALLOC_USDT : kind == KIND_MAPPING ? MT_REC_MAP
+		: MT_REC_ALLOC;
+	r->fn = call->fn;
+	r->pid = id >> 32;
+	r->tid = (__u32)id;
+	r->seq = seq;
+	r->time_ns = bpf_ktime_get_ns();
+	r->addr = addr;
+	r->size = call->size;
+	r->nsamples = call->nsamples;
+	__builtin_memcpy(r->regs, call->regs, sizeof(r->regs));
+	if (copied > MT_STACK_BYTES_MAX)
+		copied = MT_STACK_BYTES_MAX;
+	r->stack_len = copied;
+	r->stack_reserved = copied;
+	if (kind == KIND_PROBE && copied >= 8) {
+		/* The return probe replaced the return address at entry_sp by its trampoline; at
+		 * the return the kernel has set ip back to the real one. */
+		__u64 ret_addr = PT_REGS_IP(ctx);
+		__builtin_memcpy(stack, &ret_addr, sizeof(ret_addr));
+	}
+	if (kind == KIND_PROBE ? copied < 8 : copied == 0)
+		__sync_fetch_and_add(&st->drop_stack_copy, 1);
+	__u64 pending = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	__u64 size = sizeof(*r) + (copied & (2 * MT_STACK_BYTES_MAX - 1));
+	if (size > sizeof(*sc))
+		size = sizeof(*sc);
+	if (bpf_ringbuf_output(&events, sc, size,
+			       pending >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP)) {
 		__sync_fetch_and_add(&st->drop_ringbuf, 1);
 		if (kind != KIND_MAPPING)
 			bpf_map_delete_elem(&live, &addr);

@@ -112,7 +112,8 @@ struct mt_cpu_state {
 	__u32 nest_tid;
 	__u32 nest_fn;
 	__u64 map_calls;       /* successful anonymous mmap/mremap calls */
-	__u64 pad[3];
+	__u64 scratch_busy;    /* the CPU's record buffer is in use (a preempted program) */
+	__u64 pad[2];
 } __attribute__((aligned(128)));
 
 #endif

@@ -1,6 +1,7 @@
 /* The tracer against real processes (BPF, as root): tests/targets/capture_workload scenarios
  * with known allocations, attached with rate 1 (exact counts) and 1e-3 (estimated bytes).
- * Probe sites come from allocsyms (alloc_sites_for_pid). */
+ * Probe sites come from allocsyms (alloc_sites_for_pid). Anonymous mappings are off here
+ * (no_mappings: glibc maps a large block of the workload itself); tests/test_mmap.sh has them. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -321,7 +322,7 @@ static void check_basic(bool no_session)
 {
 	const char *pfx = no_session ? "tracer_basic_fallback" : "tracer_basic";
 	char name[128];
-	struct tracer_opts o = { .rate = 1, .no_session = no_session };
+	struct tracer_opts o = { .no_mappings = true, .rate = 1, .no_session = no_session };
 	struct run r = { .lost_frees = no_session ? 3 : 0 };
 	bool ok = run_scenario("basic", &o, !no_session, &r);
 	snprintf(name, sizeof(name), "%s_attach", pfx);
@@ -449,7 +450,7 @@ static void check_basic(bool no_session)
 
 static void check_malloc_address(void)
 {
-	struct tracer_opts o = { .rate = 1 };
+	struct tracer_opts o = { .no_mappings = true, .rate = 1 };
 	struct run r = { 0 };
 	struct proc p;
 	/* rip equals the malloc address the workload itself printed */
@@ -502,7 +503,7 @@ static void check_preexec(void)
 	struct alloc_sites sites;
 	char err[512] = "";
 	struct tracer *t = NULL;
-	struct tracer_opts o = { .rate = 1 };
+	struct tracer_opts o = { .no_mappings = true, .rate = 1 };
 	if (alloc_sites_for_exec(workload, p.pid, &sites, err, sizeof(err)) == 0)
 		t = tracer_open(p.pid, &sites, &o, err, sizeof(err));
 	(void)!write(hold_fd, "g", 1);
@@ -533,7 +534,7 @@ static void check_threads(void)
 {
 	/* Rate 1 with 8 threads on a small machine outruns the consumer: this checks exact
 	 * counts, so the ring holds the whole run (drops on a modest load: tracer_churn_no_drops). */
-	struct tracer_opts o = { .rate = 1, .stack_bytes = 1024, .ringbuf_bytes = 32u << 20 };
+	struct tracer_opts o = { .no_mappings = true, .rate = 1, .stack_bytes = 1024, .ringbuf_bytes = 32u << 20 };
 	struct run r = { 0 };
 	bool ok = run_scenario("threads", &o, false, &r);
 	CHECKF("tracer_threads_attach", ok, "%s", r.err);
@@ -562,7 +563,7 @@ static void check_threads(void)
 
 static void check_fork(void)
 {
-	struct tracer_opts o = { .rate = 1 };
+	struct tracer_opts o = { .no_mappings = true, .rate = 1 };
 	struct run r = { 0 };
 	bool ok = run_scenario("fork", &o, false, &r);
 	CHECKF("tracer_fork_attach", ok, "%s", r.err);
@@ -578,7 +579,7 @@ static void check_fork(void)
 static void check_large_estimate(void)
 {
 	const double rate = 1e-3;
-	struct tracer_opts o = { .rate = rate };
+	struct tracer_opts o = { .no_mappings = true, .rate = rate };
 	struct run r = { 0 };
 	bool ok = run_scenario("large", &o, false, &r);
 	CHECKF("tracer_rate_1e-3_attach", ok, "%s", r.err);
@@ -604,7 +605,7 @@ static void check_large_estimate(void)
 static void check_nested_unsampled(void)
 {
 	const double rate = 1e-3;
-	struct tracer_opts o = { .rate = rate };
+	struct tracer_opts o = { .no_mappings = true, .rate = rate };
 	struct run r = { 0 };
 	bool ok = run_scenario("reallocnull", &o, false, &r);
 	CHECKF("tracer_nested_unsampled_attach", ok, "%s", r.err);
@@ -627,7 +628,7 @@ static void check_nested_unsampled(void)
 
 static void check_floor(void)
 {
-	struct tracer_opts o = { .rate = 1, .floor = true };
+	struct tracer_opts o = { .no_mappings = true, .rate = 1, .floor = true };
 	struct run r = { 0 };
 	bool ok = run_scenario("churn", &o, false, &r);
 	CHECKF("tracer_floor", ok && r.seen.nallocs == 0 && r.stats.alloc_calls == 0 && r.exit_status == 0 &&
@@ -642,7 +643,7 @@ static void check_bad_opts(void)
 	struct alloc_sites sites = { .n = 1 };
 	snprintf(sites.sites[0].path, sizeof(sites.sites[0].path), "/nonexistent/libc.so.6");
 	char err[512] = "";
-	struct tracer_opts o = { .rate = 2 };
+	struct tracer_opts o = { .no_mappings = true, .rate = 2 };
 	struct tracer *t = tracer_open(getpid(), &sites, &o, err, sizeof(err));
 	CHECKF("tracer_rejects_bad_rate", !t && strstr(err, "rate"), "err: %s", err);
 	tracer_close(t);

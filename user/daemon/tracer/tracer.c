@@ -113,8 +113,10 @@ static void fill_exp_table(volatile __u64 *table, double mean)
 	}
 }
 
-#define MAPPING_PROGS(sk) {(sk)->progs.mmap_enter, (sk)->progs.mmap_exit, (sk)->progs.munmap_enter, \
-			   (sk)->progs.munmap_exit, (sk)->progs.mremap_enter, (sk)->progs.mremap_exit}
+#define MAPPING_PROGS(sk) {(sk)->progs.mmap_enter, (sk)->progs.munmap_enter, (sk)->progs.mremap_enter, \
+			   (sk)->progs.mapping_exit}
+/* mapping_exit is attached to these three (its SEC names the first) */
+static const char *const mapping_exits[] = {"sys_exit_mmap", "sys_exit_munmap", "sys_exit_mremap"};
 
 /* libbpf finds a tracepoint's id in tracefs: mount it where it is missing (as perf and bcc do;
  * a system that mounts it already is left as it is). */
@@ -322,13 +324,18 @@ static int attach_mappings(struct tracer *t, char *err, size_t errlen)
 	if (bpf_program__autoload(progs[0]) && tracefs_ready(err, errlen) < 0) return -1;
 	for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
 		if (!bpf_program__autoload(progs[i])) continue;
-		struct bpf_link *l = bpf_program__attach(progs[i]);
-		if (!l) {
-			snprintf(err, errlen, "cannot attach %s (memory mappings; --no-mmap goes "
-				 "without): %s", bpf_program__name(progs[i]), strerror(errno));
-			return -1;
+		bool exits = progs[i] == t->skel->progs.mapping_exit;
+		for (size_t k = 0; k < (exits ? 3 : 1); k++) {
+			struct bpf_link *l = exits ? bpf_program__attach_tracepoint(progs[i], "syscalls",
+										   mapping_exits[k])
+						   : bpf_program__attach(progs[i]);
+			if (!l) {
+				snprintf(err, errlen, "cannot attach %s (memory mappings; --no-mmap goes "
+					 "without): %s", bpf_program__name(progs[i]), strerror(errno));
+				return -1;
+			}
+			t->links[t->nlinks++] = l;
 		}
-		t->links[t->nlinks++] = l;
 	}
 	return 0;
 }

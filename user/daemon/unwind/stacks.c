@@ -37,6 +37,7 @@
 #define CODE_MASK ((UINT64_C(1) << 62) - 1)
 /* Automatic re-reads of the mappings (a pc in no known object) at most this often. */
 #define AUTO_REFRESH_INTERVAL_NS 200000000ull
+#define EARLY_REFRESHES 4
 /* A failed read this far above the stack copy is "the stack goes on" (truncation). */
 #define STACK_SPAN (64ull << 20)
 /* Frames collected per unwind before giving up (recursion gone wild, a CFI loop). */
@@ -596,7 +597,10 @@ int stacks_unwind_from(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_N
 	 * (rate-limited) and unwind again, as the unwinder stopped there for want of CFI. */
 	if (has_unknown_pc(s) || (rc != 0 && !s->truncated && !dwfl_addrmodule(s->dwfl, regs[16]))) {
 		uint64_t t = now_ns();
-		if (t - s->last_refresh_ns >= AUTO_REFRESH_INTERVAL_NS) {
+		/* the first few at once: a program just started maps its libraries while its
+		 * first samples (ld.so's own mappings) come in */
+		if (t - s->last_refresh_ns >= AUTO_REFRESH_INTERVAL_NS ||
+		    s->stats.refreshes < EARLY_REFRESHES) {
 			stacks_refresh(s);
 			rc = unwind_once(s);
 		}

@@ -107,6 +107,17 @@ $(BUILD)/tests/targets/%: tests/targets/%.cc
 	@mkdir -p $(dir $@)
 	$(CXX) -O2 -g -fomit-frame-pointer -pthread $< -o $@ -ldl
 
+# Rust test workloads (tests/targets/X/, a cargo crate -> build/tests/targets/X): release builds
+# (their Cargo.toml sets debug = 1) by Debian's cargo and rustc, never a rustup toolchain found
+# on PATH; offline, with a CARGO_HOME of their own so no user configuration or registry counts.
+RUST_TARGETS := $(patsubst tests/targets/%/Cargo.toml,$(BUILD)/tests/targets/%,$(wildcard tests/targets/*/Cargo.toml))
+all: $(RUST_TARGETS)
+$(BUILD)/tests/targets/%: tests/targets/%/Cargo.toml tests/targets/%/Cargo.lock tests/targets/%/src/main.rs
+	@mkdir -p $(dir $@) $(BUILD)/cargo
+	RUSTC=/usr/bin/rustc RUSTFLAGS= CARGO_HOME=$(abspath $(BUILD))/cargo/home /usr/bin/cargo build \
+		--quiet --offline --locked --release --manifest-path $< --target-dir $(abspath $(BUILD))/cargo/$*
+	cp $(BUILD)/cargo/$*/release/$* $@
+
 # Allocator workloads (tests/test_allocators.sh): jemalloc compiled into the executable
 # (libjemalloc.a), and a -static program (glibc's malloc and libstdc++'s operator new inside).
 ALLOC_VARIANTS := $(BUILD)/tests/targets/alloc_workload_jemalloc_in $(BUILD)/tests/targets/alloc_workload_static \
@@ -158,12 +169,12 @@ clean:
 # on a ready machine does not touch apt):
 #   DEPS_TRACER  build and run memtraced and the trace tools the demo uses (`make demo`)
 #   DEPS_TEST    everything else `make` builds (C++ and allocator workloads, memtrace-pprof,
-#                sanitizers, fuzzing) and what the tests run against (chromium, go tool pprof,
-#                node, tmux, the alternative allocators)
+#                Rust workloads, sanitizers, fuzzing) and what the tests run against (chromium,
+#                go tool pprof, node, tmux, the alternative allocators, gdb)
 #   DEPS_BENCH   the tools the benchmarks compare with (bcc's memleak, heaptrack, redis)
 DEPS_TRACER := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libcapstone-dev \
                zlib1g-dev pkg-config binutils libiberty-dev libc6-dbg
-DEPS_TEST   := g++ procps python3 debuginfod libclang-rt-14-dev libprotobuf-c-dev protobuf-c-compiler chromium \
+DEPS_TEST   := g++ procps python3 debuginfod gdb cargo rustc libclang-rt-14-dev libprotobuf-c-dev protobuf-c-compiler chromium \
                golang-go nodejs tmux libjemalloc2 libjemalloc-dev libtcmalloc-minimal4 \
                libmimalloc2.0
 DEPS_BENCH  := bpfcc-tools python3-bpfcc linux-headers-amd64 heaptrack redis-server redis-tools \

@@ -49,8 +49,8 @@ else fail no_object_circle "$(printf "%s" "$circle" | tr "\n" ";" | head -c 600)
 nedges=$(printf '%s\n' "$graph" | grep -c .)
 if [ "$nedges" -gt 10 ]; then pass object_graph_read; else fail object_graph_read "only $nedges edges: nm output not understood"; fi
 
-# make -n demo names neither chromium nor golang (the demo's set-up is lean).
+# make -n demo names neither chromium, golang nor the Rust toolchain (the demo's set-up is lean).
 demo=$(make -n demo 2>&1)
-if printf '%s' "$demo" | grep -q -E 'chromium|golang'; then fail demo_setup_is_lean "make -n demo names chromium or golang"
+if printf '%s' "$demo" | grep -q -E 'chromium|golang|cargo|rustc|gdb'; then fail demo_setup_is_lean "make -n demo names chromium, golang, cargo, rustc or gdb"
 else pass demo_setup_is_lean; fi
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "demangle.h"
+#include "scopes.h"
 
 /* Inline chains are short; lists longer than this are cut at the outer end (the writer
  * replaces lists above 255 entries by "<unknown>" anyway). */
@@ -133,17 +134,9 @@ static void from_dwarf(Dwfl_Module *mod, Dwarf_Addr pc, struct loclist *l)
 		line = col = 0;
 	}
 
-	/* dwarf_getscopes continues an inlined instance with its abstract origin's scopes; the
-	 * physical chain (inlined instance inside its caller) is what dwarf_getscopes_die gives
-	 * from the innermost DIE. */
+	/* The physical chain (inlined instance inside its caller), innermost first. */
 	Dwarf_Die *scopes = NULL;
-	int ns = dwarf_getscopes(cudie, pc - bias, &scopes);
-	if (ns > 0) {
-		Dwarf_Die innermost = scopes[0];
-		free(scopes);
-		scopes = NULL;
-		ns = dwarf_getscopes_die(&innermost, &scopes);
-	}
+	int ns = pc_scopes(cudie, pc - bias, &scopes);
 	int fi = ns > 0 ? next_function_scope(scopes, ns, 0) : -1;
 	if (fi < 0) {
 		/* DWARF lines but no function DIE (assembly sources): name from the symbols. */

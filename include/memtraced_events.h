@@ -15,7 +15,8 @@
 #define MT_REG_RSP 7
 #define MT_REG_RIP 16
 
-#define MT_STACK_BYTES_DEFAULT 16384u
+#define MT_STACK_BYTES_DEFAULT 65536u   /* a copy stops at the end of the stack's mapping: a
+                                         shallow stack costs only its depth */
 #define MT_STACK_BYTES_MAX 65536u      /* one ring-buffer record holds at most this much stack */
 #define MT_MAX_CPUS 1024               /* per-CPU slots in global data (index is cpu & (MAX-1)) */
 #define MT_EXP_TABLE 4096              /* precomputed exponential gaps, indexed by prandom */

@@ -188,8 +188,11 @@ else fail cpp_no_mangled_names "$mangled samples with mangled names"; fi
 trace bigframe --rate 1e-2 -- "$CHAIN" bigframe 3000
 L_BIG=$(line_of "$SRC" big_frame)
 check_chains bigframe_12k_full_chain "$TMP/bigframe.dump" "main@$(line_of "$SRC" main_bigframe) | big_frame@$L_BIG | chain_leaf@$L_LEAF"
-# 32 KiB alloca: the copy ends inside it; the stack ends in the truncation marker.
-trace alloca --rate 1e-2 -- "$CHAIN" alloca 3000
+# 32 KiB alloca: by default (64 KiB) the whole stack is there; with a 16 KiB copy, the copy ends
+# inside it and the stack ends in the truncation marker.
+trace alloca_default --rate 1e-2 -- "$CHAIN" alloca 3000
+check_chains alloca_32k_full_chain_by_default "$TMP/alloca_default.dump" "main@$(line_of "$SRC" main_alloca) | alloca_frame@$(line_of "$SRC" alloca_frame) | chain_leaf@$L_LEAF"
+trace alloca --rate 1e-2 --stack-bytes 16384 -- "$CHAIN" alloca 3000
 signatures "$TMP/alloca.dump" >"$TMP/alloca.sig"
 total=$(wc -l <"$TMP/alloca.sig")
 want="[stack truncated at 16384 bytes] | alloca_frame@$(line_of "$SRC" alloca_frame) | chain_leaf@$L_LEAF"

@@ -10,7 +10,7 @@
 #include "common/msg.h" /* MEMTRACED_VERSION */
 
 #define CLI_DEFAULT_RATE 1e-5
-#define CLI_DEFAULT_STACK_BYTES 16384u
+#define CLI_DEFAULT_STACK_BYTES 65536u
 
 #define CLI_MAX_PIDS 64
 
@@ -30,7 +30,7 @@ struct cli_opts {
 	bool no_trace;        /* -o none: no continuous trace (snapshots only) */
 	double rate;          /* --rate: sampling probability per 8-byte word, (0, 1] */
 	double duration;      /* --duration SEC; 0 = until the target exits or a signal */
-	unsigned stack_bytes; /* --stack-bytes N (hidden, benchmarks) */
+	unsigned stack_bytes; /* --stack-bytes N: user stack copied per sample at most */
 	unsigned ring_bytes;  /* --ring-size BYTES: the BPF ring buffer (0: the default, 4 MiB) */
 	bool probe_floor;     /* --probe-floor (hidden, benchmarks): empty probes, no trace */
 	bool quiet;           /* -q: no status messages, only errors and the summary */

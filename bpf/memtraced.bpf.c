@@ -397,14 +397,20 @@ static long vma_room(struct task_struct *task, struct vm_area_struct *vma, void 
 /* How much stack there is to copy from sp: stack_bytes, clamped to the end of the stack's
  * VMA (non-sleepable bpf_probe_read_user cannot fault pages in and is all-or-nothing, and
  * beyond the VMA there is nothing to read). */
-static __always_inline __u64 stack_room(__u64 sp)
+static __always_inline __u64 stack_room(__u64 sp, __u64 *room)
 {
 	__u64 len = stack_bytes;
-	struct vma_room_ctx vc = { .sp = sp, .room = len };
+	struct vma_room_ctx vc = { .sp = sp, .room = ~0ULL };
 	if (bpf_find_vma(bpf_get_current_task_btf(), sp, vma_room, &vc, 0) == 0 && vc.room < len)
 		len = vc.room;
+	*room = vc.room;
 	return len;
 }
+
+/* The untouched gap the kernel leaves under a process's environment is within this distance
+ * of the top of the main stack; an unreadable page deeper down is a part of a frame not
+ * touched yet (a large local buffer), which the next call may well touch: not remembered. */
+#define STACK_TOP_GAP (32 * 1024)
 
 /* Copies len (<= cap) bytes of user stack from sp into buf; when a page in that range is not
  * resident (the kernel leaves a random gap of up to 8 KiB untouched near the top of the main
@@ -522,7 +528,8 @@ static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cpu
 		return;
 	}
 	__u64 sp = call->entry_sp;
-	__u64 len = stack_room(sp);
+	__u64 room;
+	__u64 len = stack_room(sp, &room);
 	/* A thread's stack often has a never-touched page near its top (the kernel's random gap
 	 * under the environment): start from the limit found last time instead of faulting on it
 	 * again (each failed read is a trap). */
@@ -569,7 +576,7 @@ static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cpu
 		return;
 	}
 	__sync_fetch_and_add(&st->samples, 1);
-	if (ts && copied > 0 && (__u64)copied < len)
+	if (ts && copied > 0 && (__u64)copied < len && room - copied <= STACK_TOP_GAP)
 		ts->stack_limit = sp + copied;
 }
 

@@ -12,6 +12,8 @@
 #   tests/unit/test_X.c   -> build/tests/unit/test_X
 #   tests/targets/X.c     -> build/tests/targets/X   (test workloads: -O2, no frame pointers)
 #   tests/fuzz/fuzz_X.c   -> build/fuzz/fuzz_X      (libFuzzer, `make fuzz`)
+#   user/sampler/*.c  -> build/lib/libmemtraced_sampler.so   the in-process sampler that
+#                                              `memtraced --inject` loads (libc only)
 
 PREFIX   ?= /usr/local
 BUILD    ?= build
@@ -182,6 +184,28 @@ $(BUILD)/bin/memtrace-pprof: LDLIBS_FMT += -lprotobuf-c
 $(BUILD)/obj/gen/profile.pb-c.o: $(BUILD)/gen/profile.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -I$(BUILD)/gen -c $< -o $@
+
+# The in-process sampler (user/sampler/sampler.h): a shared library with no dependency but
+# libc, never unloaded (-z nodelete). Its own flags: no sanitizer (it is loaded into any
+# program), hidden by default (it exports only sampler.h), initial-exec TLS (no allocation on a
+# thread's first touch), -z defs (every symbol found in libc at link time).
+SAMPLER_SRCS := $(wildcard user/sampler/*.c)
+SAMPLER_LIB  := $(BUILD)/lib/libmemtraced_sampler.so
+SAMPLER_CFLAGS := -O2 -g -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC -fvisibility=hidden \
+                  -ftls-model=initial-exec -fno-stack-protector
+all: $(SAMPLER_LIB)
+$(SAMPLER_LIB): $(SAMPLER_SRCS) $(wildcard user/sampler/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(SAMPLER_CFLAGS) -shared -Wl,-z,nodelete -Wl,-z,now -Wl,-z,relro -Wl,-z,defs \
+		-Wl,--as-needed $(SAMPLER_SRCS) -o $@
+
+# The plugin test_sampler dlopens after starting the sampler.
+$(BUILD)/tests/plugins/libsampler_plugin.so: tests/plugins/sampler_plugin.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -fPIC -shared $< -o $@
+$(BUILD)/tests/unit/test_sampler: $(SAMPLER_LIB) $(BUILD)/tests/plugins/libsampler_plugin.so
+$(BUILD)/tests/unit/test_sampler: LDLIBS_DAEMON += -lstdc++
+$(BUILD)/bench/sampler_cost: $(SAMPLER_LIB)
 
 # Benchmark programs: bench/X.c -> build/bench/X (linked like the unit tests).
 BENCH_SRCS := $(wildcard bench/*.c)

@@ -51,6 +51,7 @@ void mts_restore_block(void *p, uint64_t size, uint64_t weight)
 	}
 }
 
+__attribute__((visibility("default")))
 void memtraced_sampler_thread_counts(unsigned long out[3])
 {
 	out[0] = mts_thread.allocs;

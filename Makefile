@@ -199,11 +199,16 @@ $(SAMPLER_LIB): $(SAMPLER_SRCS) $(wildcard user/sampler/*.h)
 	$(CC) $(SAMPLER_CFLAGS) -shared -Wl,-z,nodelete -Wl,-z,now -Wl,-z,relro -Wl,-z,defs \
 		-Wl,--as-needed $(SAMPLER_SRCS) -o $@
 
-# The plugin test_sampler dlopens after starting the sampler.
+# The plugins test_sampler dlopens after starting the sampler (the leaf is found only through
+# the first one's RUNPATH).
 $(BUILD)/tests/plugins/libsampler_plugin.so: tests/plugins/sampler_plugin.c
 	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -fPIC -shared -Wl,--enable-new-dtags -Wl,-rpath,'$$ORIGIN' $< -o $@
+$(BUILD)/tests/plugins/libsampler_plugin_leaf.so: tests/plugins/sampler_plugin.c
+	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -fPIC -shared $< -o $@
-$(BUILD)/tests/unit/test_sampler: $(SAMPLER_LIB) $(BUILD)/tests/plugins/libsampler_plugin.so
+$(BUILD)/tests/unit/test_sampler: $(SAMPLER_LIB) $(BUILD)/tests/plugins/libsampler_plugin.so \
+	$(BUILD)/tests/plugins/libsampler_plugin_leaf.so
 $(BUILD)/tests/unit/test_sampler: LDLIBS_DAEMON += -lstdc++
 $(BUILD)/bench/sampler_cost: $(SAMPLER_LIB)
 

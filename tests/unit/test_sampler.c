@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include "../../user/sampler/sampler.h"
 #include "check.h"
 
@@ -44,6 +45,8 @@ static void (*thread_counts)(unsigned long[3]);
 static volatile unsigned short *sem_alloc, *sem_free;
 static void *volatile sink;
 static char lib_path[PATH_MAX];
+static bool jemalloc_run; /* the child run with jemalloc preloaded */
+#define JEMALLOC_LIB "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 
 #define D(field) (st->field - base.field)
 #define SNAP() (base = *st)
@@ -168,14 +171,17 @@ static void every_function(void)
 	PAIR("calloc", MTS_CALLOC, MTS_FREE, 120, calloc(3, 40), rel_free);
 	void *volatile null = NULL; /* realloc(NULL, n) would be compiled as malloc(n) */
 	PAIR("realloc_null", MTS_REALLOC, MTS_FREE, 24, realloc(null, 24), rel_free);
-	PAIR("reallocarray_null", MTS_REALLOCARRAY, MTS_FREE, 40, reallocarray(null, 5, 8), rel_free);
+	if (!jemalloc_run) /* jemalloc has no reallocarray nor pvalloc: glibc's would mix heaps */
+		PAIR("reallocarray_null", MTS_REALLOCARRAY, MTS_FREE, 40, reallocarray(null, 5, 8),
+		     rel_free);
 	void *pm = NULL;
 	PAIR("posix_memalign", MTS_POSIX_MEMALIGN, MTS_FREE, 200,
 	     (posix_memalign(&pm, 64, 200) == 0 ? pm : NULL), rel_free);
 	PAIR("aligned_alloc", MTS_ALIGNED_ALLOC, MTS_FREE, 128, aligned_alloc(64, 128), rel_free);
 	PAIR("memalign", MTS_MEMALIGN, MTS_FREE, 72, memalign(32, 72), rel_free);
 	PAIR("valloc", MTS_VALLOC, MTS_FREE, 100, valloc(100), rel_free);
-	PAIR("pvalloc", MTS_PVALLOC, MTS_FREE, 100, pvalloc(100), rel_free);
+	if (!jemalloc_run)
+		PAIR("pvalloc", MTS_PVALLOC, MTS_FREE, 100, pvalloc(100), rel_free);
 	/* operator new calls malloc through libstdc++'s GOT, delete calls free: counted once */
 	PAIR("new", MTS_NEW, MTS_DELETE, 56, _Znwm(56), rel_delete);
 	PAIR("new_array", MTS_NEW_ARRAY, MTS_DELETE_ARRAY, 80, _Znam(80), rel_delete_array);
@@ -273,6 +279,8 @@ static void threads(void)
 	       "samples=%lu nsamples=%lu set_full=%lu", D(samples), D(nsamples), D(set_full));
 }
 
+static void jemalloc_api(void *h);
+
 static void plugin(void)
 {
 	char rel[PATH_MAX], path[PATH_MAX];
@@ -282,7 +290,7 @@ static void plugin(void)
 		return;
 	}
 	SNAP();
-	void *h = dlopen(path, RTLD_NOW);
+	void *h = dlopen(path, RTLD_LAZY); /* its jemalloc calls resolve only under jemalloc */
 	void *(*palloc)(size_t) = h ? (void *(*)(size_t))dlsym(h, "sampler_plugin_alloc") : NULL;
 	void (*pfree)(void *) = h ? (void (*)(void *))dlsym(h, "sampler_plugin_free") : NULL;
 	if (!palloc || !pfree) {
@@ -299,6 +307,79 @@ static void plugin(void)
 	       D(nsamples) == 25 && D(frees_by_fn[MTS_FREE]) == 1,
 	       "allocs=%lu nsamples=%lu frees=%lu", D(allocs_by_fn[MTS_MALLOC]), D(nsamples),
 	       D(frees_by_fn[MTS_FREE]));
+
+	/* A bare name dlopen'ed by the plugin is found through the plugin's own RUNPATH: the
+	 * wrapper left glibc the caller's return address. Its objects are patched at the next
+	 * slow path. */
+	void *(*pdlopen)(const char *) = (void *(*)(const char *))dlsym(h, "sampler_plugin_dlopen");
+	void *leaf = pdlopen ? pdlopen("libsampler_plugin_leaf.so") : NULL;
+	CHECKF("sampler_dlopen_keeps_callers_runpath", leaf != NULL, "%s", dlerror());
+	if (leaf) {
+		void *(*lalloc)(size_t) = (void *(*)(size_t))dlsym(leaf, "sampler_plugin_alloc");
+		sink = malloc(8); /* a slow path: runs the pending walk */
+		free(sink);
+		SNAP();
+		void *q = lalloc(64);
+		sink = q;
+		free(q);
+		CHECKF("sampler_dlopen_leaf_patched_at_next_slow_path",
+		       D(allocs_by_fn[MTS_MALLOC]) == 1 && D(nsamples) == 8,
+		       "allocs=%lu nsamples=%lu", D(allocs_by_fn[MTS_MALLOC]), D(nsamples));
+	}
+	if (jemalloc_run)
+		jemalloc_api(h);
+}
+
+/* jemalloc's *allocx API through the plugin's GOT (the test run with jemalloc preloaded). */
+static void jemalloc_api(void *h)
+{
+	void *(*mx)(size_t) = (void *(*)(size_t))dlsym(h, "sampler_plugin_mallocx");
+	void *(*rx)(void *, size_t) = (void *(*)(void *, size_t))dlsym(h, "sampler_plugin_rallocx");
+	size_t (*xx)(void *, size_t) = (size_t (*)(void *, size_t))dlsym(h, "sampler_plugin_xallocx");
+	void (*dx)(void *) = (void (*)(void *))dlsym(h, "sampler_plugin_dallocx");
+	void (*sdx)(void *, size_t) = (void (*)(void *, size_t))dlsym(h, "sampler_plugin_sdallocx");
+	SNAP();
+	void *p = mx(100);
+	CHECKF("sampler_mallocx_counted", p && D(allocs_by_fn[MTS_MALLOCX]) == 1 && D(nsamples) == 13,
+	       "allocs=%lu nsamples=%lu", D(allocs_by_fn[MTS_MALLOCX]), D(nsamples));
+	SNAP();
+	p = rx(p, 300);
+	CHECKF("sampler_rallocx_counted", p && D(frees_by_fn[MTS_RALLOCX]) == 1 &&
+	       D(allocs_by_fn[MTS_RALLOCX]) == 1, "frees=%lu allocs=%lu",
+	       D(frees_by_fn[MTS_RALLOCX]), D(allocs_by_fn[MTS_RALLOCX]));
+	SNAP();
+	size_t usable = xx(p, 300); /* in place: a free and an allocation at the same address */
+	CHECKF("sampler_xallocx_counted", usable >= 300 && D(frees_by_fn[MTS_XALLOCX]) == 1 &&
+	       D(allocs_by_fn[MTS_XALLOCX]) == 1, "usable=%zu frees=%lu allocs=%lu", usable,
+	       D(frees_by_fn[MTS_XALLOCX]), D(allocs_by_fn[MTS_XALLOCX]));
+	SNAP();
+	dx(p);
+	p = mx(64);
+	sdx(p, 64);
+	CHECKF("sampler_dallocx_sdallocx_counted", D(frees_by_fn[MTS_DALLOCX]) == 1 &&
+	       D(frees_by_fn[MTS_SDALLOCX]) == 1, "dallocx=%lu sdallocx=%lu",
+	       D(frees_by_fn[MTS_DALLOCX]), D(frees_by_fn[MTS_SDALLOCX]));
+}
+
+/* A forked child inherits the started sampler: its allocations are counted in its copy. */
+static void forked_child(void)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		unsigned long c0[3], c1[3];
+		thread_counts(c0);
+		for (int i = 0; i < 10; i++) {
+			void *p = malloc(80);
+			sink = p;
+			free(p);
+		}
+		thread_counts(c1);
+		_exit(c1[0] - c0[0] == 10 && c1[1] - c0[1] == 10 && c1[2] - c0[2] == 100 ? 0 : 1);
+	}
+	int status = -1;
+	waitpid(pid, &status, 0);
+	CHECKF("sampler_fork_child_counts", pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	       "child status %d", status);
 }
 
 static void semaphore_zero(void)
@@ -513,9 +594,37 @@ static void sdt_notes(void)
 	*sem_free = 1;
 }
 
-int main(void)
+/* The same checks in a child with jemalloc preloaded, its lines renamed jemalloc_*. */
+static void jemalloc_child(const char *self)
+{
+	if (access(JEMALLOC_LIB, R_OK) != 0) {
+		printf("FAIL sampler_jemalloc_run: %s missing (libjemalloc2 is in DEPS_TEST)\n",
+		       JEMALLOC_LIB);
+		return;
+	}
+	char cmd[PATH_MAX + 128], line[1024];
+	snprintf(cmd, sizeof cmd, "LD_PRELOAD=%s '%s' --jemalloc-child", JEMALLOC_LIB, self);
+	FILE *p = popen(cmd, "r");
+	int lines = 0;
+	while (p && fgets(line, sizeof line, p)) {
+		if (!strncmp(line, "PASS ", 5) || !strncmp(line, "FAIL ", 5)) {
+			printf("%.5sjemalloc_%s", line, line + 5);
+			check_failures += line[0] == 'F';
+			lines++;
+		} else {
+			printf("# jemalloc: %s", line);
+		}
+	}
+	int rc = p ? pclose(p) : -1;
+	CHECKF("sampler_jemalloc_run", rc == 0 && lines > 50, "status %d, %d checks", rc, lines);
+}
+
+int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	jemalloc_run = argc > 1 && strcmp(argv[1], "--jemalloc-child") == 0;
+	if (jemalloc_run)
+		CHECK("sampler_jemalloc_is_the_allocator", dlsym(RTLD_DEFAULT, "mallocx") != NULL);
 	if (!load_sampler())
 		return CHECK_DONE();
 	void *before = malloc(48), *before2 = malloc(4000);
@@ -538,6 +647,7 @@ int main(void)
 	CHECK("sampler_block_from_before_start_no_free", D(sampled_frees) == 0 && D(usdt_frees) == 0);
 	threads();
 	plugin();
+	forked_child();
 	semaphore_zero();
 	sdt_notes();
 	rate_statistics();
@@ -559,5 +669,7 @@ int main(void)
 	CHECKF("sampler_second_stop_restores", r == n && *slot == old, "stop %ld start %ld", r, n);
 	printf("# slots patched %lu, foreign %lu, walks %lu, set_full %lu, stale %lu\n",
 	       st->slots_patched, st->slots_foreign, st->walks, st->set_full, st->set_stale);
+	if (!jemalloc_run)
+		jemalloc_child(argv[0]);
 	return CHECK_DONE();
 }

@@ -60,7 +60,7 @@ HIDDEN void *mts_dlopen(const char *file, int mode)
 {
 	if (needs_callers_frame(file, __builtin_return_address(0))) {
 		mts_config.pending_walk = 1;
-		return mts_real.dlopen(file, mode); /* a tail jump: checked in test_sampler */
+		return mts_real.dlopen(file, mode); /* a tail jump (test_sampler: leaf by RUNPATH) */
 	}
 	return dlopen_then_patch(file, mode);
 }

@@ -12,6 +12,8 @@
 #   tests/unit/test_X.c   -> build/tests/unit/test_X
 #   tests/targets/X.c     -> build/tests/targets/X   (test workloads: -O2, no frame pointers)
 #   tests/fuzz/fuzz_X.c   -> build/fuzz/fuzz_X      (libFuzzer, `make fuzz`)
+#   user/sampler/*.c  -> build/lib/libmemtraced_sampler.so   the in-process sampler that
+#                                              `memtraced --inject` loads (libc only)
 
 PREFIX   ?= /usr/local
 BUILD    ?= build
@@ -161,6 +163,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 0755 $(TOOLS) $(MEMTRACED) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 $(wildcard docs/man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -d $(DESTDIR)$(PREFIX)/lib  # memtraced --inject looks in ../lib next to itself
+	install -m 0644 $(SAMPLER_LIB) $(DESTDIR)$(PREFIX)/lib/
 
 clean:
 	rm -rf build build-san
@@ -203,7 +207,7 @@ $(BUILD)/obj/gen/profile.pb-c.o: $(BUILD)/gen/profile.pb-c.c
 # The injector's test pieces (tests/unit/test_inject.c): a library to place into targets, a
 # -static copy of a target (refused: no dynamic linker), and a dynamic program without libc
 # (refused: no dlopen to call).
-PLUGINS := $(patsubst tests/plugins/%.c,$(BUILD)/tests/plugins/%.so,$(wildcard tests/plugins/*.c))
+PLUGINS := $(patsubst tests/plugins/%.c,$(BUILD)/tests/plugins/%.so,$(filter-out tests/plugins/sampler_plugin.c,$(wildcard tests/plugins/*.c)))
 all: $(PLUGINS) $(BUILD)/tests/targets/inject_block_static
 $(BUILD)/tests/plugins/%.so: tests/plugins/%.c
 	@mkdir -p $(dir $@)
@@ -215,6 +219,33 @@ $(BUILD)/tests/targets/inject_block: tests/targets/inject_regs.h
 $(BUILD)/tests/targets/inject_nolibc: tests/targets/inject_nolibc.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -nostdlib -fPIE -pie -Wl,--dynamic-linker=/lib64/ld-linux-x86-64.so.2 $< -o $@
+
+# The in-process sampler (user/sampler/sampler.h): a shared library with no dependency but
+# libc, never unloaded (-z nodelete). Its own flags: no sanitizer (it is loaded into any
+# program), hidden by default (it exports only sampler.h), initial-exec TLS (no allocation on a
+# thread's first touch), -z defs (every symbol found in libc at link time).
+SAMPLER_SRCS := $(wildcard user/sampler/*.c)
+SAMPLER_LIB  := $(BUILD)/lib/libmemtraced_sampler.so
+SAMPLER_CFLAGS := -O2 -g -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC -fvisibility=hidden \
+                  -ftls-model=initial-exec -fno-stack-protector
+all: $(SAMPLER_LIB)
+$(SAMPLER_LIB): $(SAMPLER_SRCS) $(wildcard user/sampler/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(SAMPLER_CFLAGS) -shared -Wl,-z,nodelete -Wl,-z,now -Wl,-z,relro -Wl,-z,defs \
+		-Wl,--as-needed $(SAMPLER_SRCS) -o $@
+
+# The plugins test_sampler dlopens after starting the sampler (the leaf is found only through
+# the first one's RUNPATH).
+$(BUILD)/tests/plugins/libsampler_plugin.so: tests/plugins/sampler_plugin.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -fPIC -shared -Wl,--enable-new-dtags -Wl,-rpath,'$$ORIGIN' $< -o $@
+$(BUILD)/tests/plugins/libsampler_plugin_leaf.so: tests/plugins/sampler_plugin.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -fPIC -shared $< -o $@
+$(BUILD)/tests/unit/test_sampler: $(SAMPLER_LIB) $(BUILD)/tests/plugins/libsampler_plugin.so \
+	$(BUILD)/tests/plugins/libsampler_plugin_leaf.so
+$(BUILD)/tests/unit/test_sampler: LDLIBS_DAEMON += -lstdc++
+$(BUILD)/bench/sampler_cost: $(SAMPLER_LIB)
 
 # Benchmark programs: bench/X.c -> build/bench/X (linked like the unit tests).
 BENCH_SRCS := $(wildcard bench/*.c)

@@ -1,0 +1,68 @@
+/* The exported entry points: start, stop, version. */
+#include <dlfcn.h>
+#include <errno.h>
+#include "internal.h"
+#include "blockset.h"
+#include "got.h"
+
+struct sampler_config mts_config;
+static bool resolved;
+
+/* The real functions, once: dlsym(RTLD_DEFAULT) gives the first definition in the global scope
+ * (jemalloc's malloc for a program linked with libjemalloc). Only the first start asks, before
+ * any slot is redirected: a failed dlsym (no jemalloc) allocates its error message. */
+static void resolve_reals(void)
+{
+	if (resolved)
+		return;
+	for (int i = 0; i < MTS_FN_COUNT; i++)
+		*mts_wraps[i].real = dlsym(RTLD_DEFAULT, mts_wraps[i].name);
+	resolved = true;
+}
+
+__attribute__((visibility("default")))
+long memtraced_sampler_start(unsigned long mean_gap_bytes, unsigned long flags)
+{
+	bool all = flags & MEMTRACED_SAMPLER_ALL_WORDS;
+	if (!all && mean_gap_bytes == 0)
+		return -EINVAL;
+	if (blockset_init() != 0 || got_init() != 0)
+		return -ENOMEM;
+	got_lock(true);
+	resolve_reals();
+	if (!mts_real.malloc || !mts_real.free) {
+		got_unlock();
+		return -ENOENT;
+	}
+	if (!mts_config.active)
+		blockset_clear(); /* blocks left by a stopped session */
+	mts_config.all_words = all;
+	mts_config.mean_gap = all ? 8 : mean_gap_bytes;
+	mts_config.gen++;
+	mts_config.active = 1;
+	mts_config.pending_walk = 0;
+	long n = got_patch_locked();
+	got_unlock();
+	STAT_ADD(starts, 1);
+	return n;
+}
+
+__attribute__((visibility("default")))
+long memtraced_sampler_stop(void)
+{
+	if (got_init() != 0)
+		return -ENOMEM;
+	got_lock(true);
+	mts_config.active = 0;
+	long n = got_restore_locked();
+	blockset_clear();
+	got_unlock();
+	STAT_ADD(stops, 1);
+	return n;
+}
+
+__attribute__((visibility("default")))
+long memtraced_sampler_version(void)
+{
+	return MEMTRACED_SAMPLER_VERSION;
+}

@@ -117,18 +117,25 @@ static size_t (*je_xallocx)(void *, size_t, size_t, int);
 static void (*je_dallocx)(void *, int);
 static void (*je_sdallocx)(void *, size_t, int);
 #define MALLOCX_ZERO 0x40
+/* Linked with jemalloc: the calls go to it directly (through the GOT when it is a shared
+ * library, where memtraced --inject redirects them); else through the pointers found. */
+#ifdef LINKED_JEMALLOC
+#define JE(f) f
+#else
+#define JE(f) je_##f
+#endif
 
 extern "C" {
-NOINLINE void op_mallocx(void) { void *p = je_mallocx(184, 0); sink = p; account(T_MALLOCX, 184, false); je_dallocx(p, 0); }
-NOINLINE void op_mallocx_sized(void) { void *p = je_mallocx(192, MALLOCX_ZERO); sink = p; account(T_MALLOCX_SIZED, 192, false); je_sdallocx(p, 192, 0); }
-NOINLINE void *op_rallocx_from(void) { void *p = je_mallocx(64, 0); sink = p; account(T_RALLOCX_FROM, 64, false); return p; }
-NOINLINE void *op_rallocx_to(void *p) { p = je_rallocx(p, 5000, 0); sink = p; account(T_RALLOCX_TO, 5000, false); return p; }
+NOINLINE void op_mallocx(void) { void *p = JE(mallocx)(184, 0); sink = p; account(T_MALLOCX, 184, false); JE(dallocx)(p, 0); }
+NOINLINE void op_mallocx_sized(void) { void *p = JE(mallocx)(192, MALLOCX_ZERO); sink = p; account(T_MALLOCX_SIZED, 192, false); JE(sdallocx)(p, 192, 0); }
+NOINLINE void *op_rallocx_from(void) { void *p = JE(mallocx)(64, 0); sink = p; account(T_RALLOCX_FROM, 64, false); return p; }
+NOINLINE void *op_rallocx_to(void *p) { p = JE(rallocx)(p, 5000, 0); sink = p; account(T_RALLOCX_TO, 5000, false); return p; }
 /* shrinks in place: xallocx returns the usable size, >= the size asked for when resized */
 NOINLINE void op_xallocx(void *p)
 {
-	size_t usable = je_xallocx(p, 4096, 0, 0);
+	size_t usable = JE(xallocx)(p, 4096, 0, 0);
 	if (usable >= 4096) account(T_XALLOCX, 4096, false);   /* else unchanged */
-	je_dallocx(p, 0);
+	JE(dallocx)(p, 0);
 }
 }
 

@@ -7,7 +7,7 @@
  * thread in nanosleep) so that the injection stops one of them. After DIR/go: wakes them (each
  * must see exactly its data, never EINTR), frees and reallocs the blocks from before the
  * injection, reallocs a block allocated after it, runs 8 threads with distinct sizes and
- * counts, dlopens DIR/../plugin.so (path in argv[2]) and calls its op_plugin_work(), which
+ * counts, dlopens PLUGIN.so (argv[2]) and calls its op_plugin_work(), which
  * allocates through its own GOT. Prints "truth op_NAME CALLS WORDS LIVE_WORDS" lines as
  * tests/targets/alloc_workload.cc does (tests/lib/exact.sh), "syscalls ok" when every blocked
  * call returned what it would have, and a checksum of its results; creates DIR/done, waits for
@@ -109,8 +109,9 @@ NOINLINE void *op_kept(void) { void *p = calloc(3, 40); account(T_KEPT, 120, 1);
 		size_t size = 16 * (idx + 1);                                   \
 		for (int i = 0; i < 50 * (idx + 1); i++) {                      \
 			char *p = malloc(size);                                 \
+			sink = p; /* escapes: the compiler keeps the pair */    \
 			p[0] = (char)i;                                         \
-			checksum += (unsigned char)p[0];                        \
+			__atomic_fetch_add(&checksum, (unsigned char)p[0], __ATOMIC_RELAXED); \
 			account(T_THREAD_A + idx, size, 0);                     \
 			free(p);                                                \
 		}                                                               \

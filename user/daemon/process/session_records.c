@@ -59,7 +59,7 @@ void session_note_allocator(struct session *s, const struct alloc_sites *sites)
 	}
 }
 
-/* The rule for mappings an allocator makes for its own blocks (glibc's mmap of a large malloc,
+/* The rule for mappings an allocator makes for its own blocks (and memtraced's sampler) (glibc's mmap of a large malloc,
  * jemalloc's extents), whose blocks the probes count already: a mapping whose system call was
  * made from code in an object that holds a probed allocation function (the caller of the mmap
  * function, frame 1, lies in one) is the allocator's, and left out. So are the other mappings
@@ -67,6 +67,12 @@ void session_note_allocator(struct session *s, const struct alloc_sites *sites)
  * in (a static one) has all of its own mappings left out by this rule. */
 static bool mapping_is_allocators(struct session *s, int nframes)
 {
+	/* our in-process sampler's own table (--inject) is not the program's either */
+	for (int i = 0; i < 2 && i < nframes; i++) {
+		const char *f = stacks_last_frame_file(s->stacks, i);
+		const char *base = f ? strrchr(f, '/') : NULL;
+		if (base && strcmp(base + 1, "libmemtraced_sampler.so") == 0) return true;
+	}
 	const char *file = nframes > 1 ? stacks_last_frame_file(s->stacks, 1) : NULL;
 	struct stat st;
 	if (!file || stat(file, &st) < 0) return false;

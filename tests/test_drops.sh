@@ -15,7 +15,7 @@ if ! bpf_ready; then
 fi
 
 # A small ring buffer at rate 1: the burst cannot fit, samples are dropped.
-"$MT" --rate 1 --ring-size 131072 -o "$TMP/d.ctf" -- "$SITES" run 300 >/dev/null 2>"$TMP/d.err"
+"$MT" --rate 1 --ring-size 131072 --stack-bytes 16384 -o "$TMP/d.ctf" -- "$SITES" run 300 >/dev/null 2>"$TMP/d.err"
 rc=$?
 sum=$(grep -E 'dropped: [0-9]+ ring buffer' "$TMP/d.err" | tail -1)
 ring=$(printf '%s' "$sum" | sed -nE 's/.*dropped: ([0-9]+) ring buffer, ([0-9]+) live map full, ([0-9]+) stack copy.*/\1/p')

@@ -24,7 +24,7 @@ fi
 # compare NAME BINARY GDB_BREAK HITS: the trace of BINARY 3 against HITS malloc stacks of gdb.
 compare() {
 	local name=$1 bin=$2 first=$3 hits=$4
-	"$MT" --rate 1 -q -o "$TMP/$name.ctf" -- "$bin" 3 >/dev/null 2>"$TMP/$name.err"
+	"$MT" --rate 1 --no-mmap -q -o "$TMP/$name.ctf" -- "$bin" 3 >/dev/null 2>"$TMP/$name.err"
 	local rc=$?
 	"$DUMP" "$TMP/$name.ctf" >"$TMP/$name.dump" 2>/dev/null
 	trace_stacks "$TMP/$name.dump" >"$TMP/$name.trace"

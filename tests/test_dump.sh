@@ -87,6 +87,38 @@ while read -r name status events stream pattern; do
 	fi
 done < <(verdicts)
 
+# Damaged v3 traces, made here from v3-lists-r1e-3 (packet 3 starts at byte 29506, has a real
+# cache verifier and ids 1590-3086): the verdict of the newest reader's rules, naming the packet.
+# NAME STATUS EVENTS STREAM PATTERN, as above.
+V3=$REF/v3/v3-lists-r1e-3.ctf P3=29506
+poke() { # FILE OFFSET BYTES(octal escapes): overwrite in place
+	printf "$3" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+cp "$V3" "$TMP/v3-bad-verifier.ctf" && poke "$TMP/v3-bad-verifier.ctf" $((P3 + 44)) '\071\060'
+cp "$V3" "$TMP/v3-version4.ctf" && poke "$TMP/v3-version4.ctf" $((P3 + 28)) '\004\000'
+cp "$V3" "$TMP/v3-alloc-id-end.ctf" && poke "$TMP/v3-alloc-id-end.ctf" $((P3 + 60)) '\075'
+head -c $((P3 + 39)) "$V3" >"$TMP/v3-cut-in-domain.ctf"
+head -c $(($(stat -c %s "$V3") - 100)) "$V3" >"$TMP/v3-trunc-mid-packet.ctf"
+v3_verdicts() {
+	cat <<'EOF'
+v3-bad-verifier     1 3270 out ^error: malformed trace: cache verification failed \(packet 3 at byte 29546: bucket 4242 .*code 0x3039 \(in this packet's domain\)
+v3-version4         1 3270 out ^error: malformed trace: trace format v004, but expected v003 \(packet 3 at byte 29534
+v3-alloc-id-end     1 6708 out ^error: malformed trace: alloc id sync \(packet 3 at byte 29566
+v3-cut-in-domain    1 3270 out ^error: malformed trace: buffer underflow at position 38 \(packet 3 at byte 29544: the input ends inside the packet header \(domain\)
+v3-trunc-mid-packet 0 13488 err ^warning: skipping truncated packet \(packet 6 at byte 115238
+EOF
+}
+while read -r name status events stream pattern; do
+	"$DUMP" "$TMP/$name.ctf" >"$TMP/m.out" 2>"$TMP/m.err"
+	rc=$?
+	n=$(grep -cE '^[0-9]{10} ' "$TMP/m.out")
+	if [ $rc -ne "$status" ] || [ "$n" -ne "$events" ] || ! grep -qE "$pattern" "$TMP/m.$stream"; then
+		fail "malformed-$name" "exit $rc (want $status), $n events (want $events): $(tail -n 1 "$TMP/m.$stream")"
+	else
+		pass "malformed-$name"
+	fi
+done < <(v3_verdicts)
+
 # missing-location: the undescribed code prints as <unknown>, counted in the summary.
 if "$DUMP" "$REF/malformed/missing-location.ctf" 2>/dev/null | grep -q '^summary .* unknown_codes=637 ' &&
    "$DUMP" "$REF/malformed/missing-location.ctf" 2>/dev/null | grep -q '^0000007222 alloc id=0 .*<unknown>'; then

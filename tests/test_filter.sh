@@ -82,6 +82,26 @@ else
 	fail filter_v3_window "the v3 window's events differ from the v2 window's"
 fi
 
+# A two-domain v3 trace: written in one domain (ours writes one), with a warning that says so.
+"$FILTER" --format v3 "$TOP/tests/fuzz/seeds/v3-two-domains.ctf" "$TMP/one.ctf" 2>"$TMP/err.txt"
+rc=$?
+if [ $rc -eq 0 ] && grep -q "events of domain 1 .* are written as domain 0" "$TMP/err.txt" &&
+   [ "$("$DUMP" "$TMP/one.ctf" | grep -c ' dom=0')" = 6 ]; then
+	pass filter_v3_domains_merged
+else
+	fail filter_v3_domains_merged "exit $rc: $(head -n 1 "$TMP/err.txt")"
+fi
+# A damaged v3 input: exit 1 with the reader's message; what was read is a valid v3 trace.
+head -c 29545 "$REF/v3/v3-lists-r1e-3.ctf" >"$TMP/cut3.ctf"
+"$FILTER" --format v3 "$TMP/cut3.ctf" "$TMP/cut3-out.ctf" 2>"$TMP/err.txt"
+rc=$?
+if [ $rc -eq 1 ] && grep -q "malformed trace: buffer underflow .*packet 3" "$TMP/err.txt" &&
+   [ "$("$DUMP" "$TMP/cut3-out.ctf" 2>/dev/null | grep -cE '^[0-9]{10} ')" = 3270 ]; then
+	pass filter_v3_malformed
+else
+	fail filter_v3_malformed "exit $rc: $(head -c 300 "$TMP/err.txt")"
+fi
+
 # 2. A window: the output must hold exactly the allocations of the original made in
 # [FROM, TO), renumbered 0, 1, ..., and the promotes and collects of those allocations.
 # The expected dump is computed from the original's dump with awk.

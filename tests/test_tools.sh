@@ -142,6 +142,12 @@ v3-deep-r1e-3 v2-deep-r1e-3
 v3-upstream-ocamlopt upstream-ocamlopt-v2
 EOF
 if [ -z "$bad" ]; then pass tools_v3_same_as_v2; else fail tools_v3_same_as_v2 "differ:$bad"; fi
+# A v3 trace of two domains (tests/fuzz/seeds, made by test_reader_v3 --write): each domain's
+# backtraces are decoded with its own state, so the stacks are A.f;B.g twice, C.h (domain 1),
+# then A.f;A.f (domain 0's bucket 5, not domain 1's C.h).
+out=$("$FG" --folded "$TOP/tests/fuzz/seeds/v3-two-domains.ctf" 2>&1)
+if [ "$out" = $'A.f;B.g 24000\nC.h 8000\nA.f;A.f 8000' ]; then pass tools_v3_two_domains
+else fail tools_v3_two_domains "$(printf '%s' "$out" | tr '\n' '|')"; fi
 
 # ---- every tool rejects every malformed trace with the reader's message (the same for all);
 # v3-cut: a v3 trace that ends inside a packet header.

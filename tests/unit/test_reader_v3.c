@@ -95,10 +95,19 @@ static void test_domains(void)
 		{ MT_EV_COLLECT, 10000, T0 + 40, 0, 0, 0, 0 },   /* refers forward */
 	};
 	mt_event ev;
-	size_t i = 0;
-	int rc, bad = 0;
+	size_t i = 0, prev_len = 0;
+	uint64_t prev[2];
+	int rc, bad = 0, untruthful = 0;
 	while ((rc = mt_reader_next(r, &ev)) > 0 && i < 6) {
 		const struct expect *w = &want[i++];
+		/* common_prefix is relative to the previous allocation returned (the file's is
+		 * relative to the domain's previous one). */
+		if (ev.type == MT_EV_ALLOC) {
+			for (size_t k = 0; k < ev.common_prefix && k < ev.backtrace_len; k++)
+				if (k >= prev_len || ev.backtrace[k] != prev[k]) untruthful++;
+			prev_len = ev.backtrace_len < 2 ? ev.backtrace_len : 2;
+			memcpy(prev, ev.backtrace, prev_len * sizeof(prev[0]));
+		}
 		int ok = ev.type == w->type && ev.id == w->id && ev.time_us == w->time &&
 			 ev.domain == w->domain;
 		if (ok && w->type == MT_EV_ALLOC)
@@ -109,6 +118,7 @@ static void test_domains(void)
 			       ev.type, (unsigned long long)ev.id,
 			       (unsigned long long)(ev.time_us - T0), ev.domain, ev.backtrace_len);
 	}
+	CHECKF("v3-common-prefix-across-domains", untruthful == 0, "%d frames", untruthful);
 	CHECKF("v3-events-per-domain", bad == 0 && i == 6 && rc == 0 && warnings == 0,
 	       "%d wrong, %zu read, rc %d (%s), %d warnings", bad, i, rc, mt_reader_error(r), warnings);
 	const mt_location *locs;
@@ -265,8 +275,18 @@ static void test_reference(void)
 	}
 }
 
-int main(void)
+/* test_reader_v3 --write FILE: writes the two-domain trace of test_domains (the v3 seed of
+ * the fuzzer's corpus, tests/fuzz/seeds/v3-two-domains.ctf). */
+int main(int argc, char **argv)
 {
+	if (argc == 3 && !strcmp(argv[1], "--write")) {
+		struct bytes t = v3_trace((struct v3opts){ 0 });
+		FILE *f = fopen(argv[2], "wb");
+		int ok = f && fwrite(t.p, 1, t.len, f) == t.len;
+		if (f && fclose(f) != 0) ok = 0;
+		free(t.p);
+		return ok ? 0 : 1;
+	}
 	test_domains();
 	test_damage();
 	test_reference();

@@ -124,6 +124,8 @@ typedef struct mt_event {
 	enum mt_source source;
 	const uint64_t *backtrace; /* outermost first; valid until the next mt_reader_next */
 	size_t backtrace_len;
+	/* The first common_prefix codes (all of them when it exceeds backtrace_len) are those
+	 * of the previous allocation returned, whatever its domain. */
 	size_t common_prefix;
 } mt_event;
 

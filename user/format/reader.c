@@ -239,6 +239,15 @@ static int get_alloc_event(mt_reader *r, struct cursor *c, int code, mt_event *e
 	ev->backtrace = r->dom->bt;
 	ev->backtrace_len = r->dom->bt_len;
 	ev->common_prefix = (size_t)prefix;
+	/* The file's prefix is relative to the domain's previous allocation; consumers get it
+	 * relative to the previous allocation returned, of whatever domain. */
+	const struct mtr_domain *last = r->last_alloc_dom;
+	if (last && last != r->dom) {
+		size_t n = 0;
+		while (n < last->bt_len && n < r->dom->bt_len && last->bt[n] == r->dom->bt[n]) n++;
+		ev->common_prefix = n;
+	}
+	r->last_alloc_dom = r->dom;
 	return 0;
 }
 

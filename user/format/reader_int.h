@@ -93,6 +93,7 @@ struct mt_reader {
 	struct mtr_domain **doms; /* created at a domain's first packet */
 	size_t ndoms;
 	struct mtr_domain *dom; /* the current packet's */
+	const struct mtr_domain *last_alloc_dom; /* the domain of the last allocation returned */
 
 	mtr_loctab *tab; /* location codes, shared by every domain */
 	mt_location scratch[255];

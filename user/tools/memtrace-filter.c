@@ -5,7 +5,8 @@
  * allocation ids are renumbered. The output is format v2 (what every released memtrace
  * reads) unless --format v3 asks for the newest memtrace's format. Without a window every
  * event is kept, and a trace written by the real memtrace library comes out byte-identical
- * when written in its own format (v2 by 0.2.3, v3 by the newest writer for one domain). On
+ * when written in its own format (v2 by 0.2.3, v3 by the newest writer for one domain; the
+ * events of other domains are written in the initial domain, with a warning). On
  * a malformed input the events read so far are written as a valid trace, the reader's
  * message is printed, exit 1. */
 #include <errno.h>
@@ -157,8 +158,17 @@ int main(int argc, char **argv)
 	mt_event ev;
 	int rc, status = 0;
 	uint64_t allocs = 0;
+	const uint16_t out_domain = mt_reader_info(r)->initial_domain;
+	int warned_domains = 0;
 	while ((rc = mt_reader_next(r, &ev)) == 1) {
 		int wrc = 0;
+		/* Our writer writes one domain: a v3 output holds every event in the initial one. */
+		if (format >= 3 && ev.domain != out_domain && !warned_domains) {
+			warned_domains = 1;
+			fprintf(stderr, PROG ": %s: warning: events of domain %u (and perhaps others) are "
+				"written as domain %u: this writer writes one domain\n", in, ev.domain,
+				out_domain);
+		}
 		if (ev.type == MT_EV_ALLOC) {
 			allocs++;
 			uint64_t dt = ev.time_us - start, new_id = DROPPED;

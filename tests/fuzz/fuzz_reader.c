@@ -53,8 +53,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* timestamps are signed 64-bit numbers in the format (G25) */
 		if ((int64_t)ev.time_us < (int64_t)info->start_time_us)
 			broken("event before the trace start");
+		/* v1/v2: ids 0, 1, 2, ... in stream order; v3 counts them per packet from its
+		 * alloc_id_begin (several domains), and a collect may refer forward. */
+		int v3 = info->format_version >= 3;
+		if (!v3 && ev.domain != 0) broken("a domain in a v1/v2 trace");
 		if (ev.type == MT_EV_ALLOC) {
-			if (ev.id != allocs++) broken("allocation ids not 0, 1, 2, ...");
+			if (!v3 && ev.id != allocs) broken("allocation ids not 0, 1, 2, ...");
+			if ((int64_t)ev.id < 0) broken("negative allocation id");
+			allocs++;
 			if (ev.source > MT_SOURCE_EXTERNAL) broken("bad source");
 			/* Codes are looked up where they can have changed (after the common
 			 * prefix, not repeating the previous slot): looking up all slots of the
@@ -74,7 +80,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 						(unsigned char)locs[k].defname[0];
 			}
 		} else if (ev.type == MT_EV_PROMOTE || ev.type == MT_EV_COLLECT) {
-			if (ev.id >= allocs) broken("promote/collect of an id not allocated yet");
+			if (!v3 && ev.id >= allocs) broken("promote/collect of an id not allocated yet");
+			if ((int64_t)ev.id < 0) broken("negative promote/collect id");
 		} else {
 			broken("unknown event type");
 		}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the libFuzzer target of the trace reader: tests/fuzz/run.sh BUILD SECONDS [FLAGS...]
 # (extra libFuzzer flags, e.g. -max_len=4096 -jobs=2, override the defaults below)
-# The corpus (build/fuzz/corpus-reader) is seeded with the reference traces; findings go to
+# The corpus (build/fuzz/corpus-reader) is seeded with the reference traces (v2 and v3) and
+# tests/fuzz/seeds/ (small traces: a v3 one with two domains); findings go to
 # BUILD/fuzz/artifacts/. Exit status 0 = no finding.
 set -u
 BUILD=${1:-build}
@@ -16,7 +17,8 @@ fi
 CORPUS=$BUILD/fuzz/corpus-reader
 ARTIFACTS=$BUILD/fuzz/artifacts/
 mkdir -p "$CORPUS" "$ARTIFACTS"
-cp -n tests/data/memtrace/*.ctf tests/data/memtrace/malformed/*.ctf tests/fuzz/regressions/*.ctf \
+cp -n tests/data/memtrace/*.ctf tests/data/memtrace/v3/*.ctf tests/data/memtrace/malformed/*.ctf \
+	tests/fuzz/regressions/*.ctf tests/fuzz/seeds/*.ctf \
 	"$CORPUS"/ 2>/dev/null
 # 64 KiB inputs hold several packets of the small reference traces; larger seeds are still
 # used, cut to that size. -timeout catches hangs, -rss_limit_mb runaway memory.

@@ -11,13 +11,15 @@
 #define MT_MAGIC 0xC1FC1FC1u
 #define MT_HEADER_SIZE_V2 66 /* v1 and v2; v3 inserts a u16 domain after the pid (68) */
 #define MT_HEADER_SIZE_V3 68
+#define MT_HEADER_SIZE_MAX MT_HEADER_SIZE_V3
 #define MT_VERIFY_NONE 0xFFFFu
 #define MT_TIME_BITS 25
 #define MT_TIME_MASK ((1u << MT_TIME_BITS) - 1)
 #define MT_CACHE_BITS 14
 #define MT_CACHE_SIZE (1u << MT_CACHE_BITS)
 
-/* Offsets of the v1/v2 packet header fields (sec. 3). */
+/* Offsets of the v1/v2 packet header fields (sec. 3). In v3 the fields from
+ * MT_H_VERIFY_IX on are 2 bytes further (mt_h_off), after the u16 domain at MT_H_DOMAIN. */
 enum {
 	MT_H_MAGIC = 0,
 	MT_H_PACKET_SIZE = 4, /* bits, header included */
@@ -31,7 +33,19 @@ enum {
 	MT_H_VERIFY_VAL = 42,
 	MT_H_ALLOC_BEGIN = 50,
 	MT_H_ALLOC_END = 58,
+	MT_H_DOMAIN = 38, /* v3 only */
 };
+
+/* The header size of a packet of the given version, and where a field (named by its v1/v2
+ * offset) is in such a header. */
+static inline size_t mt_header_size(unsigned version)
+{
+	return version >= 3 ? MT_HEADER_SIZE_V3 : MT_HEADER_SIZE_V2;
+}
+static inline size_t mt_h_off(unsigned version, size_t v2_offset)
+{
+	return version >= 3 && v2_offset >= MT_H_VERIFY_IX ? v2_offset + 2 : v2_offset;
+}
 
 /* Event ids (sec. 4). Short allocs of 1..16 words are ids 101..116. */
 enum {

@@ -1,4 +1,4 @@
-/* The memtrace trace format (".ctf", format v2): public API of the format library.
+/* The memtrace trace format (".ctf", formats v1 to v3): public API of the format library.
  *
  * Pure C: no BPF, no knowledge of processes or of the daemon. The byte-level spec is
  * docs/memtrace-format.md; section numbers below refer to it.
@@ -18,7 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MT_FORMAT_VERSION 2
+#define MT_FORMAT_VERSION 2     /* what the writer writes unless told otherwise */
+#define MT_FORMAT_VERSION_MAX 3 /* the newest version the reader reads and the writer can write */
 #define MT_MAX_PACKET 32768 /* bytes, header included (sec. 10.1) */
 
 enum mt_source { MT_SOURCE_MINOR = 0, MT_SOURCE_MAJOR = 1, MT_SOURCE_EXTERNAL = 2 };
@@ -42,11 +43,17 @@ typedef struct mt_trace_info {
 	uint64_t pid;
 	const char *context;    /* "" = no context */
 	uint64_t start_time_us; /* timestamp_begin of packet 0: the trace start */
+	/* Filled by the reader: the version of packet 0 (1, 2 or 3). The writer ignores it: the
+	 * version it writes is chosen with mt_writer_open_format. */
+	uint16_t format_version;
+	/* v3: the domain of packet 0 (the real library's Info.initial_domain; 0 = the main
+	 * domain). The reader sets 0 for v1/v2; a v3 writer writes it in every packet header. */
+	uint16_t initial_domain;
 } mt_trace_info;
 
 /* ------------------------------------------------------------------------------------
  * Writer (sec. 6.4, 7, 8, 10.2). Given the same events it writes the same bytes as the
- * real memtrace 0.2.3 writer.
+ * real memtrace 0.2.3 writer (v2), or, in v3, as the newest real writer for one domain.
  * ------------------------------------------------------------------------------------ */
 typedef struct mt_writer mt_writer;
 
@@ -56,9 +63,16 @@ typedef struct mt_writer mt_writer;
  * more than 255 locations, or too large, are replaced by "<unknown>" (sec. 5.2). */
 typedef int (*mt_locations_fn)(void *ctx, uint64_t code, const mt_location **locs);
 
-/* Writes packet 0 to fd at once. The fd is not closed by the writer. */
+/* Writes packet 0 to fd at once, in format v2 (MT_FORMAT_VERSION), which every released
+ * memtrace reads. The fd is not closed by the writer. */
 mt_writer *mt_writer_open(int fd, const mt_trace_info *info, mt_locations_fn locations,
 			  void *ctx);
+/* The same in a chosen format version: 2, or 3 (the newest memtrace's format: a domain,
+ * info->initial_domain, in every packet header, and a new events packet every 10,000
+ * allocations as its writer does; only readers of v3 read it). Other versions: NULL with
+ * errno EINVAL. */
+mt_writer *mt_writer_open_format(int fd, const mt_trace_info *info, int format_version,
+				 mt_locations_fn locations, void *ctx);
 /* An allocation event; the library hands out the id (0, 1, 2, ... in stream order) and
  * returns it (>= 0), or < 0 on error. time_us is clamped to the last time written.
  * Frames beyond what fits in 4096 bytes of codewords are dropped (innermost first). */
@@ -88,9 +102,12 @@ uint64_t mt_writer_next_id(const mt_writer *w);
 uint64_t mt_writer_bytes_written(const mt_writer *w);
 
 /* ------------------------------------------------------------------------------------
- * Reader (sec. 11): streaming, bounded memory (a packet at a time, plus the location
- * table), behaves like the real 0.2.3 reader: an error where it raises one, a warning and a
- * skipped packet where it skips one.
+ * Reader (sec. 11): streaming, bounded memory (a packet at a time, the location table, and
+ * the decoder state of each domain). A v1/v2 trace (packet 0 says 1 or 2) is read as the
+ * real 0.2.3 reader reads it: an error where it raises one, a warning and a skipped packet
+ * where it skips one. A v3 trace is read as the newest real reader reads it: decoder state
+ * per domain, allocation ids counted per packet from its alloc_id_begin (not 0, 1, 2, ...
+ * when several domains allocate), packets of versions 1..3.
  * ------------------------------------------------------------------------------------ */
 typedef struct mt_reader mt_reader;
 
@@ -99,6 +116,7 @@ enum mt_event_type { MT_EV_ALLOC = 1, MT_EV_PROMOTE = 2, MT_EV_COLLECT = 3 };
 typedef struct mt_event {
 	enum mt_event_type type;
 	uint64_t time_us; /* absolute; subtract info.start_time_us for the time since start */
+	uint16_t domain;  /* the domain of the packet (v3); 0 in v1/v2 */
 	uint64_t id;      /* allocation id (alloc), or the id promoted/collected */
 	/* alloc only: */
 	uint64_t length; /* words */
@@ -106,6 +124,8 @@ typedef struct mt_event {
 	enum mt_source source;
 	const uint64_t *backtrace; /* outermost first; valid until the next mt_reader_next */
 	size_t backtrace_len;
+	/* The first common_prefix codes (all of them when it exceeds backtrace_len) are those
+	 * of the previous allocation returned, whatever its domain. */
 	size_t common_prefix;
 } mt_event;
 

@@ -1,8 +1,13 @@
 /* The memtrace trace reader (docs/memtrace-format.md, sec. 11): streaming, one 32 KiB
- * packet buffer, behaves like the real memtrace 0.2.3 reader. It raises an error where
- * 0.2.3 raises one and skips a packet with a warning where 0.2.3 skips one. Where 0.2.3
- * would crash, loop or return garbage (references to empty MTF slots, a negative common
- * prefix, a packet_size smaller than its header, ...), we stop with an error instead.
+ * packet buffer. A v1/v2 trace is read as the real memtrace 0.2.3 reader reads it: an error
+ * where 0.2.3 raises one, a skipped packet with a warning where 0.2.3 skips one. A v3 trace
+ * (packet 0 says version 3) is read as the newest real reader (memtrace HEAD, trace.ml)
+ * reads it: decoder state per domain, each packet's allocation ids counted from its
+ * alloc_id_begin, no skipping of packets whose ids or times do not follow on, the cache
+ * verifier checked only on packets that are decoded, collects may refer forward. Where a
+ * real reader would crash, loop or return garbage (references to empty MTF slots, a negative
+ * common prefix, a packet_size smaller than its header, a negative id, ...), we stop with
+ * an error instead.
  *
  * Error messages: "malformed trace: <what 0.2.3 says> (packet N at byte B: <details>)",
  * N counting packets from 0 (the trace-info packet), B a file offset. */
@@ -72,25 +77,25 @@ static int get_packed_location(mt_reader *r, struct cursor *c, mt_location *loc)
 		/* 0.2.3 quirk: the new entry inherits the defname table of the entry it pushes
 		 * out of slot 30 (a fresh one if slot 30 is empty). */
 		int deftab;
-		if (r->files[MTR_MTF_SLOTS - 1].name) {
-			deftab = r->files[MTR_MTF_SLOTS - 1].deftab;
+		if (r->dom->files[MTR_MTF_SLOTS - 1].name) {
+			deftab = r->dom->files[MTR_MTF_SLOTS - 1].deftab;
 		} else {
-			if (r->ndeftabs >= MTR_MTF_SLOTS) /* cannot happen: slot 30 fills first */
+			if (r->dom->ndeftabs >= MTR_MTF_SLOTS) /* cannot happen: slot 30 fills first */
 				return mtr_fail_at(r, file_off(r, start), "location MTF", "too many tables");
-			deftab = r->ndeftabs++;
-			memset(r->defnames[deftab], 0, sizeof(r->defnames[deftab]));
+			deftab = r->dom->ndeftabs++;
+			memset(r->dom->defnames[deftab], 0, sizeof(r->dom->defnames[deftab]));
 		}
-		memmove(r->files + 1, r->files, (MTR_MTF_SLOTS - 1) * sizeof(r->files[0]));
-		r->files[0] = (struct mtr_file_slot){ name, deftab };
+		memmove(r->dom->files + 1, r->dom->files, (MTR_MTF_SLOTS - 1) * sizeof(r->dom->files[0]));
+		r->dom->files[0] = (struct mtr_file_slot){ name, deftab };
 	} else {
-		if (!r->files[fcode].name)
+		if (!r->dom->files[fcode].name)
 			return mtr_fail_at(r, file_off(r, start), "location refers to an empty MTF slot",
 				       "filename slot %d was never filled", fcode);
-		mtf_front_files(r->files, fcode);
+		mtf_front_files(r->dom->files, fcode);
 	}
-	loc->filename = r->files[0].name;
+	loc->filename = r->dom->files[0].name;
 
-	const char **defs = r->defnames[r->files[0].deftab];
+	const char **defs = r->dom->defnames[r->dom->files[0].deftab];
 	if (dcode == MTR_MTF_NEW) {
 		const char *name;
 		if (mtr_get_string(r, c, "defname", &name) < 0) return -1;
@@ -135,43 +140,43 @@ static int get_location_event(mt_reader *r, struct cursor *c, const uint8_t *ev_
 
 static int bt_push(mt_reader *r, size_t *len, uint64_t code, const uint8_t *ev_start)
 {
-	if (*len >= r->bt_cap) {
-		if (r->bt_cap >= MTR_MAX_BACKTRACE)
+	if (*len >= r->dom->bt_cap) {
+		if (r->dom->bt_cap >= MTR_MAX_BACKTRACE)
 			return mtr_fail_at(r, file_off(r, ev_start), "backtrace too long",
 				       "more than %u frames", MTR_MAX_BACKTRACE);
-		size_t cap = r->bt_cap ? r->bt_cap * 2 : 1024;
-		uint64_t *bt = realloc(r->bt, cap * sizeof(*bt));
+		size_t cap = r->dom->bt_cap ? r->dom->bt_cap * 2 : 1024;
+		uint64_t *bt = realloc(r->dom->bt, cap * sizeof(*bt));
 		if (!bt) {
 			mtr_set_error(r, "out of memory reading a trace");
 			return -1;
 		}
-		r->bt = bt;
-		r->bt_cap = cap;
+		r->dom->bt = bt;
+		r->dom->bt_cap = cap;
 	}
-	r->bt[(*len)++] = code;
+	r->dom->bt[(*len)++] = code;
 	return 0;
 }
 
-/* Decodes n_encoded codewords (sec. 6.3). The result is r->bt[0 .. r->bt_len). */
+/* Decodes n_encoded codewords (sec. 6.3). The result is r->dom->bt[0 .. r->dom->bt_len). */
 static int get_backtrace(mt_reader *r, struct cursor *c, int64_t common_prefix, unsigned nenc,
 			 const uint8_t *ev_start)
 {
 	/* G28: a prefix longer than the previous backtrace returns the previous one; the
 	 * codewords still update the cache. */
-	int keep = (uint64_t)common_prefix <= r->bt_len;
+	int keep = (uint64_t)common_prefix <= r->dom->bt_len;
 	size_t len = keep ? (size_t)common_prefix : 0;
 	unsigned p = 0; /* predecessor bucket */
 	for (unsigned i = 0; i < nenc; i++) {
 		uint16_t cw;
 		if (mtr_get_u16(r, c, "backtrace codeword", &cw) < 0) return -1;
 		unsigned b = cw >> 2, tag = cw & 3;
-		r->cache_pred[p] = (uint16_t)b;
+		r->dom->cache_pred[p] = (uint16_t)b;
 		p = b;
 		if (tag == 3) {
 			uint64_t lit;
 			if (mtr_get_u64(r, c, "backtrace literal", &lit) < 0) return -1;
-			r->cache_loc[b] = to_ocaml_int(lit);
-			if (keep && bt_push(r, &len, (uint64_t)r->cache_loc[b], ev_start) < 0) return -1;
+			r->dom->cache_loc[b] = to_ocaml_int(lit);
+			if (keep && bt_push(r, &len, (uint64_t)r->dom->cache_loc[b], ev_start) < 0) return -1;
 			continue;
 		}
 		unsigned npred = tag;
@@ -180,14 +185,14 @@ static int get_backtrace(mt_reader *r, struct cursor *c, int64_t common_prefix, 
 			if (mtr_get_u8(r, c, "prediction count", &n8) < 0) return -1;
 			npred = n8;
 		}
-		if (keep && bt_push(r, &len, (uint64_t)r->cache_loc[b], ev_start) < 0) return -1;
+		if (keep && bt_push(r, &len, (uint64_t)r->dom->cache_loc[b], ev_start) < 0) return -1;
 		for (unsigned k = 0; k < npred; k++) {
-			p = r->cache_pred[p];
-			if (keep && bt_push(r, &len, (uint64_t)r->cache_loc[p], ev_start) < 0)
+			p = r->dom->cache_pred[p];
+			if (keep && bt_push(r, &len, (uint64_t)r->dom->cache_loc[p], ev_start) < 0)
 				return -1;
 		}
 	}
-	if (keep) r->bt_len = len;
+	if (keep) r->dom->bt_len = len;
 	return 0;
 }
 
@@ -231,9 +236,18 @@ static int get_alloc_event(mt_reader *r, struct cursor *c, int code, mt_event *e
 	ev->length = (uint64_t)length;
 	ev->nsamples = (uint64_t)nsamples;
 	ev->source = (enum mt_source)source;
-	ev->backtrace = r->bt;
-	ev->backtrace_len = r->bt_len;
+	ev->backtrace = r->dom->bt;
+	ev->backtrace_len = r->dom->bt_len;
 	ev->common_prefix = (size_t)prefix;
+	/* The file's prefix is relative to the domain's previous allocation; consumers get it
+	 * relative to the previous allocation returned, of whatever domain. */
+	const struct mtr_domain *last = r->last_alloc_dom;
+	if (last && last != r->dom) {
+		size_t n = 0;
+		while (n < last->bt_len && n < r->dom->bt_len && last->bt[n] == r->dom->bt[n]) n++;
+		ev->common_prefix = n;
+	}
+	r->last_alloc_dom = r->dom;
 	return 0;
 }
 
@@ -241,17 +255,23 @@ static int get_promote_collect(mt_reader *r, struct cursor *c, int code, mt_even
 			       const uint8_t *ev_start)
 {
 	const char *what = code == MT_EV_ID_PROMOTE ? "promote id sync" : "collect id sync";
-	int64_t delta;
+	int64_t delta, id;
 	if (mtr_get_vint(r, c, "object id delta", &delta) < 0) return -1;
-	if (delta < 0)
+	/* The newest reader lets a collect refer forward (an object of a domain that has
+	 * ended, collected by another); 0.2.3 and every promote do not. */
+	if (delta < 0 && !(r->v3 && code == MT_EV_ID_COLLECT))
 		return mtr_fail_at(r, file_off(r, ev_start), what, "id delta %" PRId64 " is negative", delta);
-	/* 0.2.3 hands out id -1 (or less) here; we refuse. */
-	if (delta >= r->alloc_count)
+	/* Both readers hand out id -1 (or less) here; we refuse. */
+	if (!r->v3 && delta >= r->alloc_count)
 		return mtr_fail_at(r, file_off(r, ev_start), what,
 			       "id delta %" PRId64 " refers to an allocation before the first "
 			       "(%" PRId64 " allocations so far)", delta, r->alloc_count);
+	if (__builtin_sub_overflow(r->alloc_count - 1, delta, &id) || id < 0)
+		return mtr_fail_at(r, file_off(r, ev_start), what,
+			       "id delta %" PRId64 " from the packet's next id %" PRId64
+			       " gives no valid id", delta, r->alloc_count);
 	ev->type = code == MT_EV_ID_PROMOTE ? MT_EV_PROMOTE : MT_EV_COLLECT;
-	ev->id = (uint64_t)(r->alloc_count - 1 - delta);
+	ev->id = (uint64_t)id;
 	ev->backtrace = NULL;
 	ev->backtrace_len = 0;
 	ev->common_prefix = 0;
@@ -269,11 +289,11 @@ static int next_event_in_packet(mt_reader *r, mt_event *ev)
 	int code;
 	int64_t time;
 	if (get_event_header(r, &c, &code, &time) < 0) return -1;
-	if (time < r->last_time)
+	if (time < r->dom->last_time)
 		return mtr_fail_at(r, file_off(r, start), "monotone timestamps",
 			       "event time %" PRId64 " is before the previous event's %" PRId64, time,
-			       r->last_time);
-	r->last_time = time;
+			       r->dom->last_time);
+	r->dom->last_time = time;
 	int rc;
 	switch (code) {
 	case MT_EV_ID_TRACE_INFO:
@@ -287,13 +307,27 @@ static int next_event_in_packet(mt_reader *r, mt_event *ev)
 	r->pos = (size_t)(c.p - r->buf);
 	if (code == MT_EV_ID_LOCATION) return 0;
 	ev->time_us = (uint64_t)time;
+	ev->domain = r->hdr.domain;
 	return 1;
 }
 
 /* ---- packets (sec. 11) ------------------------------------------------------------ */
 
-/* Finds the next packet to decode, skipping (with a warning) those 0.2.3 skips.
- * Returns 1 = a packet is ready, 0 = end of trace, -1 = error. */
+/* The newest reader's start of a packet it decodes: its domain's state, the cache verifier
+ * against that state, the allocation counter from alloc_id_begin. */
+static int start_v3_packet(mt_reader *r, const struct mtr_header *h)
+{
+	if (mtr_select_domain(r, h->domain) < 0 || mtr_check_verifier(r, h) < 0) return -1;
+	int64_t id_begin = to_ocaml_int((uint64_t)h->alloc_id_begin);
+	if (id_begin < 0)
+		return mtr_fail_at(r, r->packet_off + mt_h_off(h->version, MT_H_ALLOC_BEGIN),
+			       "negative alloc id", "alloc_id_begin is %" PRId64, id_begin);
+	r->alloc_count = id_begin;
+	return 0;
+}
+
+/* Finds the next packet to decode, skipping (with a warning) those the real reader of the
+ * trace's version skips. Returns 1 = a packet is ready, 0 = end of trace, -1 = error. */
 static int start_packet(mt_reader *r)
 {
 	for (;;) {
@@ -302,14 +336,15 @@ static int start_packet(mt_reader *r)
 		r->packet_no++;
 		r->packet_off = file_off(r, r->buf + r->pos);
 		struct mtr_header *h = &r->hdr;
-		if (mtr_parse_header(r, h, 1) < 0) return -1;
-		r->pos += MT_HEADER_SIZE_V2;
+		if (mtr_parse_header(r, h, !r->v3) < 0) return -1;
+		r->pos += h->header_size;
 		size_t want = (size_t)h->content_size;
 		if (r->end - r->pos < want && mtr_refill(r) < 0) return -1;
 		size_t have = r->end - r->pos;
 		if (have > want) have = want;
 
-		if (!(r->last_time <= h->time_begin && r->alloc_count == to_ocaml_int((uint64_t)h->alloc_id_begin))) {
+		if (!r->v3 && !(r->dom->last_time <= h->time_begin &&
+				r->alloc_count == to_ocaml_int((uint64_t)h->alloc_id_begin))) {
 			mtr_warn(r, "skipping bad packet at id %" PRId64 " %" PRId64 "-%" PRId64
 				" (packet %" PRIu64 " at byte %" PRIu64 ")",
 			     r->alloc_count, h->alloc_id_begin, h->alloc_id_end, r->packet_no,
@@ -323,6 +358,7 @@ static int start_packet(mt_reader *r)
 				": %zu content bytes declared, the input ends after %zu)",
 			     r->packet_no, r->packet_off, want, have);
 		} else {
+			if (r->v3 && start_v3_packet(r, h) < 0) return -1;
 			r->content_end = r->pos + want;
 			return 1;
 		}
@@ -346,7 +382,8 @@ int mt_reader_next(mt_reader *r, mt_event *ev)
 		if (r->pos == r->content_end) {
 			r->in_packet = 0;
 			if (r->hdr.alloc_id_end != r->alloc_count)
-				return mtr_fail_at(r, r->packet_off + MT_H_ALLOC_END, "alloc id sync",
+				return mtr_fail_at(r, r->packet_off + mt_h_off(r->hdr.version, MT_H_ALLOC_END),
+					       "alloc id sync",
 					       "alloc_id_end is %" PRId64 " but the packet ends at "
 					       "allocation %" PRId64, r->hdr.alloc_id_end, r->alloc_count);
 			continue;
@@ -364,22 +401,25 @@ static int read_trace_info(mt_reader *r)
 	r->packet_no = 0;
 	r->packet_off = 0;
 	if (r->end == 0) return mtr_fail_at(r, 0, "buffer underflow at position 0", "the input is empty");
+	/* Packet 0's version says which real reader this trace is read as. */
+	r->v3 = r->end >= MT_H_VERSION + 2 && mt_get_u16(r->buf + MT_H_VERSION) >= 3;
 	struct mtr_header *h = &r->hdr;
 	if (mtr_parse_header(r, h, 0) < 0) return -1;
-	size_t have = r->end - MT_HEADER_SIZE_V2;
+	const size_t hsize = h->header_size;
+	size_t have = r->end - hsize;
 	if ((size_t)h->content_size > have)
 		return mtr_fail_at(r, MT_H_PACKET_SIZE, "trace info packet size",
 			       "the packet declares %" PRId64 " content bytes, the input has %zu",
 			       h->content_size, have);
-	struct cursor c = { r->buf + MT_HEADER_SIZE_V2, r->buf + MT_HEADER_SIZE_V2 + h->content_size };
+	struct cursor c = { r->buf + hsize, r->buf + hsize + h->content_size };
 	int code;
 	int64_t time;
 	if (get_event_header(r, &c, &code, &time) < 0) return -1;
 	if (code != MT_EV_ID_TRACE_INFO)
-		return mtr_fail_at(r, MT_HEADER_SIZE_V2, "trace info packet code",
+		return mtr_fail_at(r, hsize, "trace info packet code",
 			       "the first event has code %d, not 0", code);
 	if (time != h->time_begin)
-		return mtr_fail_at(r, MT_HEADER_SIZE_V2, "trace info packet time",
+		return mtr_fail_at(r, hsize, "trace info packet time",
 			       "event time %" PRId64 " differs from timestamp_begin %" PRId64, time,
 			       h->time_begin);
 	mt_trace_info *info = &r->info;
@@ -400,8 +440,12 @@ static int read_trace_info(mt_reader *r)
 		return mtr_fail_at(r, file_off(r, c.p), "trace info packet done",
 			       "%zu bytes follow the trace-info event", (size_t)(c.end - c.p));
 	info->start_time_us = (uint64_t)h->time_begin;
-	r->last_time = h->time_begin;
-	r->pos = MT_HEADER_SIZE_V2 + (size_t)h->content_size;
+	info->format_version = h->version;
+	info->initial_domain = h->domain;
+	r->pos = hsize + (size_t)h->content_size;
+	/* A v1/v2 trace has one decoder state, domain 0's, from the start (0.2.3 checks the
+	 * verifier while parsing a header, before it knows whether it decodes the packet). */
+	if (!r->v3 && mtr_select_domain(r, 0) < 0) return -1;
 	return 0;
 }
 
@@ -438,7 +482,7 @@ void mt_reader_close(mt_reader *r)
 {
 	if (!r) return;
 	mtr_loctab_free(r->tab);
-	free(r->bt);
+	mtr_free_domains(r);
 	free(r->err);
 	free(r);
 }

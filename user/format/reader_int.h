@@ -31,6 +31,8 @@ struct mtr_header {
 	uint16_t verify_ix, verify_pred;
 	uint64_t verify_val;
 	int64_t alloc_id_begin, alloc_id_end;
+	uint16_t domain;      /* v3; 0 before */
+	size_t header_size;   /* 66, or 68 for a v3 packet */
 	int64_t content_size; /* bytes; may be negative in a damaged file */
 };
 
@@ -38,6 +40,28 @@ struct mtr_header {
 struct mtr_file_slot {
 	const char *name; /* NULL = empty */
 	int deftab;
+};
+
+/* A v3 trace holds at most this many domains (OCaml 5 runs at most 128 by default, 4096 when
+ * raised): each costs ~170 KiB of decoder state, so a damaged file cannot ask for more. */
+#define MTR_MAX_DOMAINS 1024
+
+/* The decoder state of one domain (sec. 6.3, 7): the newest reader keeps one per domain, a
+ * v1/v2 trace has only domain 0. */
+struct mtr_domain {
+	uint16_t id;
+	int64_t last_time; /* time of the domain's last event, or the start time */
+
+	/* Backtrace decoder (sec. 6.3) */
+	int64_t cache_loc[MT_CACHE_SIZE];
+	uint16_t cache_pred[MT_CACHE_SIZE];
+	uint64_t *bt;
+	size_t bt_len, bt_cap;
+
+	/* Location MTF tables (sec. 7) */
+	struct mtr_file_slot files[MTR_MTF_SLOTS];
+	const char *defnames[MTR_MTF_SLOTS][MTR_MTF_SLOTS]; /* at most 31 tables ever exist */
+	int ndeftabs;
 };
 
 struct mt_reader {
@@ -55,26 +79,23 @@ struct mt_reader {
 	int eof;
 
 	mt_trace_info info;
+	int v3;              /* packet 0 says version 3: read as the newest reader does */
 	uint64_t packet_no;  /* the packet being read */
 	uint64_t packet_off; /* its file offset */
 	struct mtr_header hdr;
 	int in_packet;
 	size_t content_end; /* end of the current packet's content in buf */
 
-	int64_t last_time;   /* time of the last event, or the start time */
-	int64_t alloc_count; /* allocations decoded so far = the next allocation id */
+	/* Allocations decoded so far = the next allocation id (v1/v2); in v3 the count starts
+	 * at each packet's alloc_id_begin. */
+	int64_t alloc_count;
 
-	/* Backtrace decoder (sec. 6.3) */
-	int64_t cache_loc[MT_CACHE_SIZE];
-	uint16_t cache_pred[MT_CACHE_SIZE];
-	uint64_t *bt;
-	size_t bt_len, bt_cap;
+	struct mtr_domain **doms; /* created at a domain's first packet */
+	size_t ndoms;
+	struct mtr_domain *dom; /* the current packet's */
+	const struct mtr_domain *last_alloc_dom; /* the domain of the last allocation returned */
 
-	/* Locations (sec. 5.2, 7) */
-	mtr_loctab *tab;
-	struct mtr_file_slot files[MTR_MTF_SLOTS];
-	const char *defnames[MTR_MTF_SLOTS][MTR_MTF_SLOTS]; /* at most 31 tables ever exist */
-	int ndeftabs;
+	mtr_loctab *tab; /* location codes, shared by every domain */
 	mt_location scratch[255];
 };
 
@@ -105,7 +126,14 @@ int mtr_get_u64(mt_reader *r, struct cursor *c, const char *field, uint64_t *v);
 int mtr_get_vint(mt_reader *r, struct cursor *c, const char *field, int64_t *v);
 int mtr_get_string(mt_reader *r, struct cursor *c, const char *field, const char **s);
 
-/* A packet header at the reader's position (sec. 3, 8); with_verifier: check its verifier. */
+/* A packet header at the reader's position (sec. 3, 8); with_verifier: check its verifier
+ * against the current domain's cache (0.2.3 does so while parsing the header). */
 int mtr_parse_header(mt_reader *r, struct mtr_header *h, int with_verifier);
+/* The cache verifier of a header against the current domain's cache. */
+int mtr_check_verifier(mt_reader *r, const struct mtr_header *h);
+/* Makes the domain of the current packet current, creating its state at its first packet.
+ * -1 with the reader's error past MTR_MAX_DOMAINS or out of memory. */
+int mtr_select_domain(mt_reader *r, uint16_t id);
+void mtr_free_domains(mt_reader *r);
 
 #endif

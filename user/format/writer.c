@@ -1,6 +1,9 @@
-/* The memtrace v2 writer: packets and the flush rules of the reference writer
- * (docs/memtrace-format.md sections 5, 8, 10.2), on top of the backtrace encoder
- * (bt_encoder.c) and the location encoder (loc_encoder.c).
+/* The memtrace writer, v2 by default, v3 when asked: packets and the flush rules of the
+ * reference writers (docs/memtrace-format.md sections 5, 8, 10.2), on top of the backtrace
+ * encoder (bt_encoder.c) and the location encoder (loc_encoder.c). A v3 trace is what the
+ * newest memtrace writes for one domain: 68-byte headers holding the domain, and ids taken
+ * in chunks of 10,000 (an events packet ends when its chunk is used up, trace.ml's
+ * Obj_id.Allocator).
  *
  * Memory: one 32 KiB events packet, one 32 KiB scratch packet for location packets, the
  * codec state, and a queue of pre-encoded location events that grows to its high-water mark
@@ -29,6 +32,7 @@
 #define MAX_PACKET_SPAN_US 30000000ull      /* flush when a packet would span more */
 #define INFO_STRING_MAX 8000                /* packet 0 must fit in 32 KiB (5.1) */
 #define MAX_VALUE (1ull << 62)              /* lengths, samples: OCaml 63-bit ints */
+#define V3_IDS_PER_CHUNK 10000              /* the newest writer's Obj_id chunk */
 
 struct mt_writer {
 	int fd;
@@ -38,7 +42,11 @@ struct mt_writer {
 	mt_locations_fn locations;
 	void *ctx;
 	uint64_t pid;
+	unsigned version;   /* 2 or 3 */
+	uint16_t domain;    /* v3: written in every header */
+	size_t header_size; /* 66, or 68 in v3 */
 	uint64_t next_id;
+	uint64_t chunk_end; /* v3: the events packet ends before the id reaches it */
 	uint64_t last_time; /* clamp baseline: no event is written before it */
 	uint64_t bytes_written;
 	/* Where packet 0's context string is in the file (-1: not seekable), and its length: for
@@ -105,22 +113,24 @@ static int write_all(mt_writer *w, const uint8_t *buf, size_t len)
 	return 0;
 }
 
-static void put_header(uint8_t *p, size_t size, uint64_t t_begin, uint64_t t_end, uint64_t pid,
-		       uint16_t v_ix, uint16_t v_pred, uint64_t v_val, uint64_t id_begin,
-		       uint64_t id_end)
+static void put_header(const mt_writer *w, uint8_t *p, size_t size, uint64_t t_begin,
+		       uint64_t t_end, uint16_t v_ix, uint16_t v_pred, uint64_t v_val,
+		       uint64_t id_begin, uint64_t id_end)
 {
+	unsigned v = w->version;
 	mt_put_u32(p + MT_H_MAGIC, MT_MAGIC);
 	mt_put_u32(p + MT_H_PACKET_SIZE, (uint32_t)(size * 8));
 	mt_put_u64(p + MT_H_TIME_BEGIN, t_begin);
 	mt_put_u64(p + MT_H_TIME_END, t_end);
 	mt_put_u32(p + MT_H_FLUSH_DURATION, 0);
-	mt_put_u16(p + MT_H_VERSION, MT_FORMAT_VERSION);
-	mt_put_u64(p + MT_H_PID, pid);
-	mt_put_u16(p + MT_H_VERIFY_IX, v_ix);
-	mt_put_u16(p + MT_H_VERIFY_PRED, v_pred);
-	mt_put_u64(p + MT_H_VERIFY_VAL, v_val);
-	mt_put_u64(p + MT_H_ALLOC_BEGIN, id_begin);
-	mt_put_u64(p + MT_H_ALLOC_END, id_end);
+	mt_put_u16(p + MT_H_VERSION, (uint16_t)v);
+	mt_put_u64(p + MT_H_PID, w->pid);
+	if (v >= 3) mt_put_u16(p + MT_H_DOMAIN, w->domain);
+	mt_put_u16(p + mt_h_off(v, MT_H_VERIFY_IX), v_ix);
+	mt_put_u16(p + mt_h_off(v, MT_H_VERIFY_PRED), v_pred);
+	mt_put_u64(p + mt_h_off(v, MT_H_VERIFY_VAL), v_val);
+	mt_put_u64(p + mt_h_off(v, MT_H_ALLOC_BEGIN), id_begin);
+	mt_put_u64(p + mt_h_off(v, MT_H_ALLOC_END), id_end);
 }
 
 static size_t put_event_header(uint8_t *p, unsigned id, uint64_t time_us)
@@ -142,7 +152,7 @@ static int write_location_packets(mt_writer *w)
 {
 	size_t i = 0, start = 0;
 	while (i < w->lq_n) {
-		size_t pos = MT_HEADER_SIZE_V2;
+		size_t pos = w->header_size;
 		while (i < w->lq_n && MT_MAX_PACKET - pos > MT_BT_MAX_BYTES) {
 			size_t len = w->lq_ends[i] - start;
 			if (len > MT_MAX_PACKET - pos) break; /* never overflow a packet */
@@ -150,8 +160,8 @@ static int write_location_packets(mt_writer *w)
 			pos += len;
 			start = w->lq_ends[i++];
 		}
-		put_header(w->scratch, pos, w->pkt_begin, w->pkt_begin, w->pid, MT_VERIFY_NONE, 0,
-			   0, w->pkt_id_begin, w->pkt_id_begin);
+		put_header(w, w->scratch, pos, w->pkt_begin, w->pkt_begin, MT_VERIFY_NONE, 0, 0,
+			   w->pkt_id_begin, w->pkt_id_begin);
 		if (write_all(w, w->scratch, pos) < 0) return -1;
 	}
 	w->lq_n = 0;
@@ -163,7 +173,9 @@ static void start_packet(mt_writer *w, uint64_t now, int dummy_verifier)
 {
 	w->pkt_begin = w->pkt_end = now;
 	w->pkt_id_begin = w->next_id;
-	w->pkt_len = MT_HEADER_SIZE_V2;
+	w->pkt_len = w->header_size;
+	/* v3: a used-up chunk is replaced when a packet starts (Obj_id.Allocator.new_packet). */
+	if (w->version >= 3 && w->next_id == w->chunk_end) w->chunk_end += V3_IDS_PER_CHUNK;
 	if (dummy_verifier) {
 		w->v_ix = MT_VERIFY_NONE;
 		w->v_pred = 0;
@@ -177,8 +189,8 @@ static void start_packet(mt_writer *w, uint64_t now, int dummy_verifier)
 static int flush_at(mt_writer *w, uint64_t now)
 {
 	if (write_location_packets(w) < 0) return -1;
-	put_header(w->pkt, w->pkt_len, w->pkt_begin, w->pkt_end, w->pid, w->v_ix, w->v_pred,
-		   w->v_val, w->pkt_id_begin, w->next_id);
+	put_header(w, w->pkt, w->pkt_len, w->pkt_begin, w->pkt_end, w->v_ix, w->v_pred, w->v_val,
+		   w->pkt_id_begin, w->next_id);
 	if (write_all(w, w->pkt, w->pkt_len) < 0) return -1;
 	start_packet(w, now, 0);
 	return 0;
@@ -188,8 +200,10 @@ static int flush_at(mt_writer *w, uint64_t now)
 static int begin_event(mt_writer *w, unsigned id, uint64_t *time_us)
 {
 	uint64_t now = *time_us < w->last_time ? w->last_time : *time_us;
+	/* v3: any event (not only an allocation) ends a packet whose id chunk is used up. */
 	if (MT_MAX_PACKET - w->pkt_len < EVENT_ROOM || w->lq_n > MAX_PENDING_LOCATIONS ||
-	    now - w->pkt_begin > MAX_PACKET_SPAN_US) {
+	    now - w->pkt_begin > MAX_PACKET_SPAN_US ||
+	    (w->version >= 3 && w->next_id == w->chunk_end)) {
 		if (flush_at(w, now) < 0) return -1;
 	}
 	w->pkt_len += put_event_header(w->pkt + w->pkt_len, id, now);
@@ -232,7 +246,13 @@ static int on_miss(void *arg, size_t index)
 mt_writer *mt_writer_open(int fd, const mt_trace_info *info, mt_locations_fn locations,
 			  void *ctx)
 {
-	if (!info) {
+	return mt_writer_open_format(fd, info, MT_FORMAT_VERSION, locations, ctx);
+}
+
+mt_writer *mt_writer_open_format(int fd, const mt_trace_info *info, int format_version,
+				 mt_locations_fn locations, void *ctx)
+{
+	if (!info || (format_version != 2 && format_version != 3)) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -245,13 +265,17 @@ mt_writer *mt_writer_open(int fd, const mt_trace_info *info, mt_locations_fn loc
 	w->locations = locations;
 	w->ctx = ctx;
 	w->pid = info->pid;
+	w->version = (unsigned)format_version;
+	w->domain = format_version >= 3 ? info->initial_domain : 0;
+	w->header_size = mt_header_size(w->version);
+	w->chunk_end = V3_IDS_PER_CHUNK;
 	w->last_time = info->start_time_us;
 	mt_loc_encoder_init(&w->locs);
 	mt_bt_encoder_init(&w->bt);
 
 	/* Packet 0: the trace-info event alone, at the start time (5.1). */
 	uint8_t *p = w->pkt;
-	size_t pos = MT_HEADER_SIZE_V2;
+	size_t pos = w->header_size;
 	uint8_t word_size = info->word_size ? info->word_size : 64;
 	pos += put_event_header(p + pos, MT_EV_ID_TRACE_INFO, info->start_time_us);
 	memcpy(p + pos, &info->sample_rate, 8); /* f64, little-endian on our targets */
@@ -266,8 +290,7 @@ mt_writer *mt_writer_open(int fd, const mt_trace_info *info, mt_locations_fn loc
 	pos += put_cstr(p + pos, info->context, INFO_STRING_MAX);
 	w->context_len = pos - context_pos - 1; /* without the NUL */
 	w->context_off = start >= 0 ? (int64_t)start + (int64_t)context_pos : -1;
-	put_header(p, pos, info->start_time_us, info->start_time_us, info->pid, MT_VERIFY_NONE, 0,
-		   0, 0, 0);
+	put_header(w, p, pos, info->start_time_us, info->start_time_us, MT_VERIFY_NONE, 0, 0, 0, 0);
 	if (write_all(w, p, pos) < 0) {
 		int e = errno;
 		mt_loc_encoder_free(&w->locs);

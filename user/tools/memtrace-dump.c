@@ -1,5 +1,8 @@
 /* memtrace-dump: prints a memtrace trace (.ctf) in the canonical text dump described in
- * tests/data/memtrace/README.md (one line per event, frames caller first).
+ * tests/data/memtrace/README.md (one line per event, frames caller first). A v3 trace is
+ * printed as the newest real reader prints it: an "info initial_domain=" line, and the
+ * domain of every event ("dom=" after the source of an allocation, after the id of a
+ * promote or collect); v1/v2 traces as 0.2.3 prints them, without domains.
  *
  *   memtrace-dump [--summary-only] FILE
  *
@@ -102,6 +105,17 @@ static void print_info(const mt_trace_info *info)
 	if (info->context[0]) out_escaped(info->context);
 	else out_str("<none>");
 	out_char('\n');
+	if (info->format_version >= 3) {
+		out_str("info initial_domain=");
+		out_u64(info->initial_domain);
+		out_char('\n');
+	}
+}
+
+static void out_domain(const mt_event *ev)
+{
+	out_str(" dom=");
+	out_u64(ev->domain);
 }
 
 /* ---- backtraces ------------------------------------------------------------------- */
@@ -171,8 +185,9 @@ static void print_backtrace(const mt_reader *r, const mt_event *ev, int quiet,
 	}
 }
 
+/* with_domain: the trace is v3 (its events name their domain). */
 static void print_event(const mt_reader *r, const mt_event *ev, uint64_t start, int quiet,
-			struct summary *sum)
+			int with_domain, struct summary *sum)
 {
 	static const char *const sources[] = { "minor", "major", "external" };
 	sum->events++;
@@ -195,6 +210,7 @@ static void print_event(const mt_reader *r, const mt_event *ev, uint64_t start, 
 			out_u64(ev->nsamples);
 			out_str(" source=");
 			out_str(sources[ev->source]);
+			if (with_domain) out_domain(ev);
 			out_str(" bt=");
 			out_u64(ev->backtrace_len);
 			out_char(':');
@@ -203,11 +219,19 @@ static void print_event(const mt_reader *r, const mt_event *ev, uint64_t start, 
 		break;
 	case MT_EV_PROMOTE:
 		sum->promote++;
-		if (!quiet) out_str(" promote id="), out_u64(ev->id);
+		if (!quiet) {
+			out_str(" promote id=");
+			out_u64(ev->id);
+			if (with_domain) out_domain(ev);
+		}
 		break;
 	case MT_EV_COLLECT:
 		sum->collect++;
-		if (!quiet) out_str(" collect id="), out_u64(ev->id);
+		if (!quiet) {
+			out_str(" collect id=");
+			out_u64(ev->id);
+			if (with_domain) out_domain(ev);
+		}
 		break;
 	}
 	if (!quiet) out_char('\n');
@@ -286,7 +310,8 @@ int main(int argc, char **argv)
 	mt_event ev;
 	int rc;
 	while ((rc = mt_reader_next(r, &ev)) > 0)
-		print_event(r, &ev, info->start_time_us, summary_only, &sum);
+		print_event(r, &ev, info->start_time_us, summary_only, info->format_version >= 3,
+			    &sum);
 
 	int status = 0;
 	if (rc < 0) {

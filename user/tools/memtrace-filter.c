@@ -1,10 +1,14 @@
-/* memtrace-filter [--from SEC] [--to SEC] IN OUT
+/* memtrace-filter [--from SEC] [--to SEC] [--format v2|v3] IN OUT
  *
  * Rewrites a memtrace trace through our writer, keeping the allocations made in the time
  * window [from, to) (seconds since the trace start) with their promote and collect events;
- * allocation ids are renumbered. Without a window every event is kept, and a trace written
- * by the real memtrace library comes out byte-identical. On a malformed input the events
- * read so far are written as a valid trace, the reader's message is printed, exit 1. */
+ * allocation ids are renumbered. The output is format v2 (what every released memtrace
+ * reads) unless --format v3 asks for the newest memtrace's format. Without a window every
+ * event is kept, and a trace written by the real memtrace library comes out byte-identical
+ * when written in its own format (v2 by 0.2.3, v3 by the newest writer for one domain; the
+ * events of other domains are written in the initial domain, with a warning). On
+ * a malformed input the events read so far are written as a valid trace, the reader's
+ * message is printed, exit 1. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -25,10 +29,12 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: " PROG " [--from SEC] [--to SEC] IN OUT\n"
+		"usage: " PROG " [--from SEC] [--to SEC] [--format v2|v3] IN OUT\n"
 		"  Copies the trace IN to OUT keeping only the allocations made in [SEC_from, SEC_to)\n"
 		"  (seconds since the trace start, fractions allowed) with their promote and collect\n"
-		"  events; ids are renumbered. IN or OUT may be '-' (stdin, stdout).\n");
+		"  events; ids are renumbered. IN or OUT may be '-' (stdin, stdout).\n"
+		"  --format: the format of OUT: v2 (the default; every memtrace release reads it) or\n"
+		"  v3 (the newest memtrace's format, with domains), whatever the format of IN.\n");
 }
 
 /* Seconds (>= 0, finite) to microseconds, rounded to the nearest microsecond. */
@@ -83,15 +89,24 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{"from", required_argument, NULL, 'f'},
 		{"to", required_argument, NULL, 't'},
+		{"format", required_argument, NULL, 'F'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	uint64_t from = 0, to = UINT64_MAX;
-	int c;
+	int c, format = MT_FORMAT_VERSION;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f': if (parse_seconds("--from", optarg, &from) < 0) return 1; break;
 		case 't': if (parse_seconds("--to", optarg, &to) < 0) return 1; break;
+		case 'F':
+			if (!strcmp(optarg, "v2") || !strcmp(optarg, "2")) format = 2;
+			else if (!strcmp(optarg, "v3") || !strcmp(optarg, "3")) format = 3;
+			else {
+				fprintf(stderr, PROG ": --format: '%s' is not v2 or v3\n", optarg);
+				return 1;
+			}
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 1;
 		}
@@ -131,7 +146,7 @@ int main(int argc, char **argv)
 		mt_reader_close(r);
 		return 1;
 	}
-	mt_writer *w = mt_writer_open(ofd, mt_reader_info(r), lookup, r);
+	mt_writer *w = mt_writer_open_format(ofd, mt_reader_info(r), format, lookup, r);
 	if (!w) {
 		fprintf(stderr, PROG ": cannot write %s: %s\n", out, strerror(errno));
 		mt_reader_close(r);
@@ -143,8 +158,17 @@ int main(int argc, char **argv)
 	mt_event ev;
 	int rc, status = 0;
 	uint64_t allocs = 0;
+	const uint16_t out_domain = mt_reader_info(r)->initial_domain;
+	int warned_domains = 0;
 	while ((rc = mt_reader_next(r, &ev)) == 1) {
 		int wrc = 0;
+		/* Our writer writes one domain: a v3 output holds every event in the initial one. */
+		if (format >= 3 && ev.domain != out_domain && !warned_domains) {
+			warned_domains = 1;
+			fprintf(stderr, PROG ": %s: warning: events of domain %u (and perhaps others) are "
+				"written as domain %u: this writer writes one domain\n", in, ev.domain,
+				out_domain);
+		}
 		if (ev.type == MT_EV_ALLOC) {
 			allocs++;
 			uint64_t dt = ev.time_us - start, new_id = DROPPED;

@@ -440,6 +440,21 @@ accuracy_section() {
 		esac
 	done < <(grep -v '^#' "$TMP/acc.out")
 	cp "$TMP/acc.out" "$TMP/last-accuracy.out"
+	# the same under --inject: the sampler in the process (goal: every site within 10%)
+	if [ -e "$SAMPLER" ]; then
+		"$MEMTRACED" -q --inject=required --rate "$rate" -o "$TMP/acci.ctf" -- "$SITES_TARGET" run 5000 \
+			>"$TMP/truthi.txt" 2>"$TMP/acci.log"
+		if "$BB/accuracy" "$TMP/acci.ctf" "$TMP/truthi.txt" >"$TMP/acci.out" 2>&1; then
+			while IFS='=' read -r k v; do
+				case $k in accuracy_*) set_result "inject_$k" "$v" ;; esac
+			done < <(grep -v '^#' "$TMP/acci.out")
+			if grep -q 'memtraced_sampler' <("$TOP/$BUILD/bin/memtrace-dump" "$TMP/acci.ctf" 2>/dev/null); then
+				note inject_accuracy_max_rel_err "a stack shows the sampler's frames"
+			fi
+		else
+			na inject_accuracy_max_rel_err "$(tail -1 "$TMP/acci.out") $(tail -1 "$TMP/acci.log")"
+		fi
+	fi
 	note bytes_per_alloc_event "trace bytes / allocation events of the accuracy run (tests/targets/sites run 5000 at rate $rate: 7 sites, 4-6 frames)"
 }
 

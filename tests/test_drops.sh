@@ -46,4 +46,16 @@ else fail drops_kept_by_filter "$("$BIN/memtrace-dump" "$TMP/f.ctf" 2>&1 | grep 
 if grep -q 'dropped: 0 ring buffer, 0 live map full, 0 stack copy' "$TMP/n.err" && ! grep -q warning "$TMP/nr.err"; then
 	pass no_drops_no_warning
 else fail no_drops_no_warning "$(tail -n 1 "$TMP/n.err"; cat "$TMP/nr.err")"; fi
+
+# memtraced --format v3: the trace is v3 (domain ids on its events) with the drops as of its
+# end in its context, and the tools read it
+"$MT" --format v3 --rate 1 --ring-size 131072 --stack-bytes 16384 -o "$TMP/v3.ctf" -- "$SITES" run 300 >/dev/null 2>"$TMP/v3.err"
+"$BIN/memtrace-dump" "$TMP/v3.ctf" >"$TMP/v3.dump" 2>/dev/null
+v3drops=$(grep -E 'dropped: [0-9]+ ring buffer' "$TMP/v3.err" | sed -nE 's/.*dropped: ([0-9]+) ring buffer, ([0-9]+) live map full, ([0-9]+) stack copy.*/\1 \2 \3/p' | awk '{ print $1 + $2 + $3 }')
+if grep -q '^info initial_domain=' "$TMP/v3.dump" && grep -q ' dom=0 ' "$TMP/v3.dump" &&
+	grep -q "^info context=\".*drops: ${v3drops:-x} *\"$" "$TMP/v3.dump"; then pass format_v3_written_with_drops
+else fail format_v3_written_with_drops "drops ${v3drops:-none}: $(grep -c dom= "$TMP/v3.dump") events with dom=, $(grep context "$TMP/v3.dump")"; fi
+if "$BIN/memtrace-report" "$TMP/v3.ctf" >/dev/null 2>"$TMP/v3r.err" && grep -q 'warning: .*dropped' "$TMP/v3r.err"; then
+	pass format_v3_read_by_report
+else fail format_v3_read_by_report "$(cat "$TMP/v3r.err")"; fi
 exit 0

@@ -87,6 +87,10 @@ int main(void)
 	      o.no_carried);
 	CHECKF("inject_bad_value", PARSE(&o, err, "--inject=maybe", "-p", "1") == CLI_ERROR &&
 	       strstr(err, "--inject=required"), "%s", err);
+	CHECK("format_default_v2", PARSE(&o, err, "-p", "1") == CLI_OK && o.format_version == 0);
+	CHECK("format_v3", PARSE(&o, err, "--format", "v3", "-p", "1") == CLI_OK && o.format_version == 3);
+	CHECKF("format_bad", PARSE(&o, err, "--format", "v4", "-p", "1") == CLI_ERROR &&
+	       strstr(err, "v2"), "%s", err);
 	CHECK("inject_not_with_floor", PARSE(&o, err, "--inject", "--probe-floor", "-p", "1") == CLI_ERROR);
 	return CHECK_DONE();
 }

@@ -23,6 +23,8 @@ void cli_usage(FILE *out)
 		"  -o, --output FILE    trace file (default: memtrace-PID.ctf in the current directory);\n"
 		"                       %%p in FILE is replaced by the PID (needed with several -p);\n"
 		"                       'none': no continuous trace, only snapshots\n"
+		"      --format v2|v3   the trace's memtrace format (default v2; v3: OCaml 5's,\n"
+		"                       which the newest memtrace reads; snapshots stay v2)\n"
 		"  -r, --rate R         sampling rate per 8-byte word, 0 < R <= 1 (default 1e-5);\n"
 		"                       1 records every allocation\n"
 		"      --no-mmap        do not trace anonymous memory mappings (mmap, mremap,\n"
@@ -149,7 +151,7 @@ int cli_exec_output_path(const char *base, unsigned n, char *buf, size_t len)
 
 enum { OPT_PROBE_FLOOR = 256, OPT_STACK_BYTES, OPT_NO_STATUS, OPT_TOP, OPT_TOP_INTERVAL, OPT_TOP_BY,
        OPT_SNAP_DIR, OPT_SNAP_INTERVAL, OPT_SNAP_KEEP, OPT_FILE_MODE, OPT_FOLLOW_FORKS,
-       OPT_HOLD_EXEC, OPT_RING_SIZE, OPT_INJECT, OPT_NO_MMAP };
+       OPT_HOLD_EXEC, OPT_RING_SIZE, OPT_INJECT, OPT_NO_MMAP, OPT_FORMAT };
 
 /* Which options were given, for the checks across options. */
 struct cli_seen {
@@ -179,6 +181,7 @@ static const struct option longopts[] = {
 	{"ring-size", required_argument, NULL, OPT_RING_SIZE},
 	{"inject", optional_argument, NULL, OPT_INJECT},
 	{"no-mmap", no_argument, NULL, OPT_NO_MMAP},
+	{"format", required_argument, NULL, OPT_FORMAT},
 	{NULL, 0, NULL, 0},
 };
 
@@ -257,6 +260,15 @@ static bool parse_valued(int c, const char *arg, struct cli_opts *o, struct cli_
 		else {
 			set_err(err, errlen, "invalid --inject='%s': expected --inject, --inject=required "
 				"or --inject=no", arg);
+			return false;
+		}
+		return true;
+	case OPT_FORMAT:
+		if (strcmp(arg, "v2") == 0 || strcmp(arg, "2") == 0) o->format_version = 2;
+		else if (strcmp(arg, "v3") == 0 || strcmp(arg, "3") == 0) o->format_version = 3;
+		else {
+			set_err(err, errlen, "invalid --format '%s': expected v2 (the default) or v3 "
+				"(memtrace for OCaml 5)", arg);
 			return false;
 		}
 		return true;

@@ -44,6 +44,7 @@ struct cli_opts {
 	unsigned file_mode;        /* --file-mode MODE: trace and snapshot files (default 0600) */
 	bool follow_forks;         /* --follow-forks: trace forked processes too, each on its own */
 	enum cli_inject inject;    /* --inject[=required] */
+	int format_version;        /* --format v2|v3: the continuous trace's format (default 2) */
 	bool no_mmap;              /* --no-mmap: anonymous memory mappings are not traced */
 	bool no_carried;           /* --inject=no: uprobes even if the target carries a sampler */
 	bool hold_exec;            /* --hold-exec (-p): ptrace-hold the process at each exec until the

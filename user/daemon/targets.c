@@ -152,6 +152,7 @@ int target_start_session(struct targets *ts, struct target *t, bool before_exec,
 	struct session_opts so = {
 		.pid = t->pid, .rate = o->rate, .stack_bytes = o->stack_bytes,
 		.ring_bytes = o->ring_bytes, .floor = o->probe_floor, .no_mappings = o->no_mmap,
+		.format_version = o->format_version,
 		.out_fd = t->out_fd, .no_trace = o->no_trace, .trace_optional = t->snap != NULL,
 		.executable = t->name[0] ? t->name : t->exe, .sites = &t->sites, .spawned = before_exec,
 		.exec_time = ts->lc ? exec_time_of : NULL, .exec_ctx = ts->lc};

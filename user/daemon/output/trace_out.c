@@ -63,7 +63,8 @@ struct trace_out *trace_out_open(int fd, const struct trace_out_info *info,
 	trace_out_fill_info(info, o->wall_us0, &ti, host, sizeof host, context, sizeof context);
 	snprintf(o->context, sizeof o->context, "%s", context);
 	o->fd = fd;
-	o->w = mt_writer_open(fd, &ti, locations, loc_ctx);
+	o->w = mt_writer_open_format(fd, &ti, info->format_version ? info->format_version : 2,
+				     locations, loc_ctx);
 	if (!o->w) {
 		set_err(err, errlen, "cannot write the trace header: %s", strerror(errno));
 		free(o);

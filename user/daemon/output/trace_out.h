@@ -15,6 +15,7 @@ struct trace_out_info {
 	const char *executable;  /* the target's executable */
 	const char *allocator;   /* alloc_sites.allocator */
 	uint64_t drops;          /* drops counted so far, for the context string */
+	int format_version;      /* of the continuous trace: 2 (0 means 2) or 3; snapshots are v2 */
 };
 
 struct trace_out;

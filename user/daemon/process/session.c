@@ -218,6 +218,7 @@ int session_start_trace(struct session *s, const struct session_opts *o, char *e
 		.rate = o->rate,
 		.executable = o->executable,
 		.allocator = o->sites->allocator,
+		.format_version = o->format_version,
 	};
 	if (!o->floor && !o->no_trace) {
 		char e[512] = "";

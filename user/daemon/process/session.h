@@ -21,6 +21,7 @@ struct session_opts {
 	bool floor;              /* empty probes only: no unwinding, no trace (benchmarks) */
 	bool spawned;            /* pid is a child held before its exec (-- CMD) */
 	bool no_mappings;        /* --no-mmap: anonymous mappings are not traced */
+	int format_version;      /* --format: 2 (0 means 2) or 3 */
 	int out_fd;              /* the trace file, open for writing (ignored with floor/no_trace) */
 	bool no_trace;           /* -o none: no continuous trace; the trie and unwinder still run
 	                            (for snapshots), allocation ids come from a counter */

@@ -246,6 +246,15 @@ $(BUILD)/tests/unit/test_sampler: $(SAMPLER_LIB) $(BUILD)/tests/plugins/libsampl
 	$(BUILD)/tests/plugins/libsampler_plugin_leaf.so
 $(BUILD)/tests/unit/test_sampler: LDLIBS_DAEMON += -lstdc++
 $(BUILD)/bench/sampler_cost: $(SAMPLER_LIB)
+# A program carrying a sampler of its own: the same sources under another name, linked in.
+$(BUILD)/tests/lib/libownsampler.so: $(SAMPLER_SRCS) $(wildcard user/sampler/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(SAMPLER_CFLAGS) -shared -Wl,-z,nodelete -Wl,-z,now -Wl,-z,defs $(SAMPLER_SRCS) -o $@
+$(BUILD)/tests/targets/own_sampler: tests/targets/own_sampler.c $(BUILD)/tests/lib/libownsampler.so
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -fomit-frame-pointer $< -o $@ -L$(BUILD)/tests/lib -lownsampler \
+		-Wl,-rpath,'$$ORIGIN/../lib'
+
 
 # Benchmark programs: bench/X.c -> build/bench/X (linked like the unit tests).
 BENCH_SRCS := $(wildcard bench/*.c)

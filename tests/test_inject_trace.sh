@@ -182,6 +182,33 @@ wait $wpid; wrc=$?
 if [ "$wrc" = 0 ] && cmp -s "$dir/ref.out" "$dir/out"; then pass inject_sigkill_target_unharmed
 else fail inject_sigkill_target_unharmed "exit $wrc; output differs: $(diff "$dir/ref.out" "$dir/out" | head -n 4 | tr '\n' ' ')"; fi
 
+# ---- a program that carries a sampler of its own: plain -p traces through it ----
+# run_own NAME OPTIONS...: tests/targets/own_sampler at --rate 1, exact per operation
+run_own() {
+	local name=$1 dir=$TMP/$1 wpid mpid rc; shift
+	mkdir -p "$dir"
+	"$TARGETS/own_sampler" "$dir" >"$dir/truth" 2>"$dir/w.err" & wpid=$!
+	sleep 0.3
+	"$MT" -p $wpid --rate 1 "$@" -o "$dir/t.ctf" 2>"$dir/mt.err" & mpid=$!
+	wait_tracing "$dir/mt.err"
+	touch "$dir/go"
+	wait_file "$dir/done" && wait_flushed "$dir/t.ctf" ' op_own_kept$'
+	touch "$dir/stop"
+	wait $mpid; rc=$?
+	wait $wpid
+	[ "$rc" = 0 ] || fail "${name}_traced" "exit $rc: $(tail -n 2 "$dir/mt.err" | tr '\n' ' ')"
+	"$DUMP" "$dir/t.ctf" >"$dir/t.dump" 2>/dev/null
+	check_exact "$name" "$dir"
+}
+run_own carried
+if grep -q 'carries an in-process sampler (otel_memory probes in .*libownsampler.so)' "$TMP/carried/mt.err"; then
+	pass carried_sampler_used_by_plain_p
+else fail carried_sampler_used_by_plain_p "$(grep -v '^truth' "$TMP/carried/mt.err" | head -n 3 | tr '\n' ' ')"; fi
+no_sampler_frames carried "$TMP/carried"
+run_own carried_forced_uprobes --inject=no
+if ! grep -q 'carries an in-process sampler' "$TMP/carried_forced_uprobes/mt.err"; then pass carried_sampler_not_used_with_inject_no
+else fail carried_sampler_not_used_with_inject_no "it was used"; fi
+
 # ---- where injection cannot work ----
 dir=$TMP/static
 mkdir -p "$dir"

@@ -478,6 +478,17 @@ static __noinline __u32 copy_stack(__u8 *buf, __u64 sp, __u64 len)
  * calls only. Programs of one kind never nest on a CPU, but a uprobe program and a tracepoint
  * program could share one if the kernel preempts BPF programs (preempt=full): a busy flag per
  * CPU keeps the buffer ours meanwhile (the other sample is counted as a ring-buffer drop). */
+/* Where each thread's stack ends, as its last unwound sample showed (userspace writes it): a
+ * copy stops there (plus a little), where the stack's mapping may go on (thread stacks side by
+ * side in one mapping, a main thread's environment). Cut short once, userspace removes it. */
+#define STACK_END_SLACK 256
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} stack_ends SEC(".maps");
+
 struct record_scratch {
 	__u8 b[sizeof(struct mt_alloc_record) + MT_STACK_BYTES_MAX]; /* the record, then its stack */
 };
@@ -538,6 +549,17 @@ static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cpu
 	__u64 limit = ts ? ts->stack_limit : 0;
 	if (limit > sp && limit - sp < len)
 		len = limit - sp;
+	/* A thread's first copy: its frames end below its thread pointer (glibc: the TCB and the
+	 * static TLS at the top of its stack block, x86-64 TLS variant II), not at the end of the
+	 * mapping. The main thread's TLS is elsewhere: fsbase is then not above sp in reach. */
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 fs = BPF_CORE_READ(task, thread.fsbase);
+	if (fs > sp && fs - sp < len)
+		len = fs - sp;
+	__u32 tid = (__u32)id;
+	__u64 *end = bpf_map_lookup_elem(&stack_ends, &tid);
+	if (end && *end > sp && *end - sp + STACK_END_SLACK < len)
+		len = *end - sp + STACK_END_SLACK;
 	struct mt_alloc_record *r = (struct mt_alloc_record *)sc->b;
 	__u8 *stack = sc->b + sizeof(*r);
 	__u32 copied = copy_stack(stack, sp, len);

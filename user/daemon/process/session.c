@@ -51,7 +51,10 @@ uint64_t session_clock_ns(clockid_t id)
 static void queue_alloc(void *ctx, const struct tracer_alloc *a)
 {
 	struct session *s = ctx;
-	if (s->intake_opens_stacks && !s->early_tried && a->pid == (uint32_t)s->pid) {
+	/* not at a mapping: ld.so maps memory while it still maps the libraries, whose
+	 * mappings read then would mislead the unwinder */
+	if (s->intake_opens_stacks && !s->early_tried && a->pid == (uint32_t)s->pid &&
+	    a->origin != TRACER_FROM_MAPPING) {
 		s->early_tried = true;
 		s->early_stacks = stacks_open(s->pid, s->early_error, sizeof s->early_error);
 		atomic_store(&s->early_done, true);
@@ -92,6 +95,14 @@ static void *intake_main(void *arg)
 			atomic_store(&s->intake_failed, true);
 			break;
 		}
+		/* a drain asked at the target's exit (it is held there, its mappings still
+		 * readable): the unwinder of a program that made no allocation record yet (only
+		 * mappings, or records still in the ring) is prepared now or never */
+		if (req != answered && s->intake_opens_stacks && !s->early_tried) {
+			s->early_tried = true;
+			s->early_stacks = stacks_open(s->pid, s->early_error, sizeof s->early_error);
+			atomic_store(&s->early_done, true);
+		}
 		if (req != answered) drain_answered(s, answered = req, false);
 		uint64_t now = trace_out_mono_now_ns();
 		if (!s->floor && now - last_reconcile >= RECONCILE_NS) {
@@ -124,6 +135,10 @@ static void handle_items(struct session *s, struct rq_item *list)
 {
 	if (s->lazy_stacks && atomic_load(&s->early_done)) { /* the intake thread's unwinder */
 		s->lazy_stacks = false;
+		if (s->stacks && s->stacks_provisional && s->early_stacks) { /* read too early */
+			stacks_close(s->stacks);
+			s->stacks = NULL;
+		}
 		if (!s->stacks) s->stacks = s->early_stacks;
 		else if (s->early_stacks) stacks_close(s->early_stacks);
 		if (!s->stacks && !s->stacks_error[0])
@@ -362,6 +377,8 @@ void session_get_totals(struct session *s, struct session_totals *t)
 	t->drop_stack_copy = st.drop_stack_copy;
 	t->reconciled_frees = st.reconciled_frees;
 	t->map_calls = st.map_calls;
+	t->record_bytes = st.record_bytes;
+	t->max_record_bytes = st.max_record_bytes;
 	t->mappings_traced = s->mappings_traced;
 	t->allocator_mappings = s->allocator_mappings;
 	t->other_pid = s->other_pid;
@@ -412,6 +429,10 @@ void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 		"%llu frees reconciled",
 		(unsigned long long)t.drop_ringbuf, (unsigned long long)t.drop_map_full,
 		(unsigned long long)t.drop_stack_copy, (unsigned long long)t.reconciled_frees);
+	if (t.samples && t.drop_ringbuf)
+		fprintf(out, "; records of %llu bytes on average, %llu at most (--ring-size, "
+			"--stack-bytes)", (unsigned long long)(t.record_bytes / (t.samples ? t.samples : 1)),
+			(unsigned long long)t.max_record_bytes);
 	if (t.map_calls)
 		fprintf(out, "; anonymous mappings: %llu made, %llu sampled ones traced, %llu sampled "
 			"ones left out as the allocator's own", (unsigned long long)t.map_calls,

@@ -55,6 +55,7 @@ struct session_totals {
 	uint64_t stacks;                      /* distinct call stacks sampled */
 	uint64_t nsamples;                    /* samples in the records (sum of nsamples) */
 	uint64_t trace_bytes;
+	uint64_t record_bytes, max_record_bytes; /* ring-buffer bytes of the allocation records */
 	uint64_t map_calls;                   /* anonymous mmap/mremap calls made */
 	uint64_t mappings_traced;             /* sampled ones in the trace */
 	uint64_t allocator_mappings;          /* sampled ones left out: the allocator's own */

@@ -16,6 +16,7 @@
 #include "tracer/tracer.h"
 
 #define MAX_ALLOCATOR_OBJECTS 8
+#define STACK_END_HINTS 1024
 
 #define MAX_CODES 1024
 #define TICK_NS 1000000000ULL
@@ -50,6 +51,7 @@ struct session {
 	 * record, while the process surely runs (the session thread may handle that record only
 	 * after a short-lived process or program is gone), and hands it over through the queue. */
 	bool lazy_stacks;
+	bool stacks_provisional;          /* opened by the session thread for an early mapping */
 	bool intake_opens_stacks;         /* set before the intake thread starts */
 	bool early_tried;                 /* intake thread only */
 	struct stacks *early_stacks;      /* written before early_done is set */
@@ -84,6 +86,8 @@ struct session {
 	uint64_t mappings_traced, allocator_mappings;
 	uint64_t map_lost;                /* out of memory: a mapping not kept (never freed) */
 	uint64_t unmap_time_ns;           /* of the unmap being handled */
+	/* the stack ends told to the tracer (session_records.c), direct-mapped by tid */
+	struct stack_end_hint { uint32_t tid; uint64_t end; } stack_end_hints[STACK_END_HINTS];
 };
 
 

@@ -43,6 +43,29 @@ void session_trace_write_failed(struct session *s)
 		"snapshots go on", (int)s->pid, s->error);
 }
 
+/* Tells the tracer where the thread's stack ends, when that changed (or forgets it when a copy
+ * was cut short): its next copies are no longer than its stack. */
+static void note_stack_end(struct session *s, uint32_t tid)
+{
+	uint64_t end;
+	bool truncated;
+	if (!s->stacks || !s->tracer) return;
+	stacks_last_extent(s->stacks, &end, &truncated);
+	struct stack_end_hint *h = &s->stack_end_hints[tid % STACK_END_HINTS];
+	if (truncated) {
+		if (h->tid == tid && h->end) tracer_set_stack_end(s->tracer, tid, 0);
+		h->tid = tid;
+		h->end = 0;
+		return;
+	}
+	/* only ever raised: an unwind that went off the frames (no CFI, a frame-pointer guess)
+	 * can end early and look complete; the true end is the highest one seen */
+	if (!end || (h->tid == tid && h->end >= end)) return;
+	tracer_set_stack_end(s->tracer, tid, end);
+	h->tid = tid;
+	h->end = end;
+}
+
 /* ---- anonymous mappings ---- */
 
 void session_note_allocator(struct session *s, const struct alloc_sites *sites)
@@ -141,9 +164,13 @@ void session_on_alloc(struct session *s, const struct tracer_alloc *a)
 		s->after_exec++;
 		return;
 	}
-	if (!s->stacks && !s->lazy_stacks) {
+	/* A just-started program's unwinder is the intake thread's, prepared at its first
+	 * allocation record (see session.c); a mapping before it (the program's own, or ld.so's
+	 * while it maps the libraries) gets one of the session thread's, read now, later. */
+	if (!s->stacks && (!s->lazy_stacks || a->origin == TRACER_FROM_MAPPING)) {
 		char e[256];
 		s->stacks = stacks_open(s->pid, e, sizeof e);
+		s->stacks_provisional = s->lazy_stacks; /* the intake thread's replaces it */
 		if (!s->stacks && !s->stacks_error[0])
 			snprintf(s->stacks_error, sizeof s->stacks_error, "%s", e);
 	}
@@ -152,6 +179,7 @@ void session_on_alloc(struct session *s, const struct tracer_alloc *a)
 	int n = s->stacks ? stacks_unwind_from(s->stacks, (pid_t)a->tid, a->regs, a->stack,
 					       a->stack_len, start, s->codes, MAX_CODES) : 0;
 	if (n < 0) n = 0;
+	note_stack_end(s, a->tid);
 	if (a->origin == TRACER_FROM_MAPPING && mapping_is_allocators(s, n)) {
 		s->allocator_mappings++;
 		return;

@@ -53,6 +53,14 @@ enum tracer_mode tracer_mode(const struct tracer *t)
 
 static bool is_pow2(unsigned x) { return x && !(x & (x - 1)); }
 
+/* The ring buffer by the rate: a high rate samples most calls of a burst, and the ring must
+ * hold what comes while the intake thread is not scheduled (a few ms with every CPU busy). Its
+ * pages cost ~5 us each at their first touch (kernel-facts.md), so a low rate keeps it small. */
+static unsigned default_ring_bytes(double rate)
+{
+	return rate >= 0.5 ? 32u << 20 : rate >= 0.01 ? 16u << 20 : DEFAULT_RINGBUF_BYTES;
+}
+
 static int check_opts(const struct tracer_opts *o, unsigned *stack_bytes, unsigned *ring_bytes,
                       char *err, size_t errlen)
 {
@@ -67,7 +75,7 @@ static int check_opts(const struct tracer_opts *o, unsigned *stack_bytes, unsign
 		return -1;
 	}
 	*stack_bytes = (*stack_bytes + 7) & ~7u;
-	*ring_bytes = o->ringbuf_bytes ? o->ringbuf_bytes : DEFAULT_RINGBUF_BYTES;
+	*ring_bytes = o->ringbuf_bytes ? o->ringbuf_bytes : default_ring_bytes(o->rate);
 	unsigned record = sizeof(struct mt_alloc_record) + *stack_bytes + 8;
 	if (!is_pow2(*ring_bytes) || *ring_bytes < (unsigned)getpagesize() ||
 	    *ring_bytes < 4 * record) {
@@ -433,6 +441,14 @@ int tracer_live_map_fd(struct tracer *t)
 	return bpf_map__fd(t->skel->maps.live);
 }
 
+void tracer_set_stack_end(struct tracer *t, uint32_t tid, uint64_t end)
+{
+	if (!t || !t->skel) return;
+	int fd = bpf_map__fd(t->skel->maps.stack_ends);
+	if (end) bpf_map_update_elem(fd, &tid, &end, BPF_ANY);
+	else bpf_map_delete_elem(fd, &tid);
+}
+
 void tracer_get_stats(struct tracer *t, struct tracer_stats *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -451,6 +467,8 @@ void tracer_get_stats(struct tracer *t, struct tracer_stats *out)
 	}
 	out->reconciled_frees = __atomic_load_n(&t->reconciled_frees, __ATOMIC_RELAXED);
 	out->bad_records = __atomic_load_n(&t->bad_records, __ATOMIC_RELAXED);
+	out->record_bytes = __atomic_load_n(&t->record_bytes, __ATOMIC_RELAXED);
+	out->max_record_bytes = __atomic_load_n(&t->max_record_bytes, __ATOMIC_RELAXED);
 	out->live_reported = __atomic_load_n(&t->live_count, __ATOMIC_RELAXED);
 }
 

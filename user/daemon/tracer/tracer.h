@@ -87,6 +87,8 @@ struct tracer_stats {
 	uint64_t bad_records;              /* malformed ring-buffer records ignored (never expected) */
 	uint64_t live_reported;            /* sampled blocks reported live and not freed yet */
 	uint64_t map_calls;                /* successful anonymous mmap/mremap calls seen */
+	uint64_t record_bytes;             /* ring-buffer bytes of the allocation records read */
+	uint64_t max_record_bytes;         /* the largest one */
 };
 
 enum tracer_mode {
@@ -121,6 +123,9 @@ int tracer_reconcile(struct tracer *t, const struct tracer_callbacks *cb, void *
 /* Probes more sites, not probed yet (a library dlopen'ed since tracer_open). 0, or -1 with a
  * message (links already made stay). Call from the thread that opened the tracer. */
 int tracer_attach_sites(struct tracer *t, const struct alloc_sites *sites, char *err, size_t errlen);
+/* Where thread tid's stack ends (stacks_last_extent): its stack copies stop there, 0 forgets
+ * it (full copies again, e.g. after a copy cut a stack short). From any thread. */
+void tracer_set_stack_end(struct tracer *t, uint32_t tid, uint64_t end);
 void tracer_get_stats(struct tracer *t, struct tracer_stats *out);
 enum tracer_mode tracer_mode(const struct tracer *t);
 const char *tracer_mode_name(enum tracer_mode mode);

@@ -71,6 +71,9 @@ int intake_record(void *ctx, void *data, size_t len)
 			count(&t->bad_records, 1);
 			return 0;
 		}
+		count(&t->record_bytes, len);
+		if (len > __atomic_load_n(&t->max_record_bytes, __ATOMIC_RELAXED))
+			__atomic_store_n(&t->max_record_bytes, len, __ATOMIC_RELAXED);
 		deliver_alloc(t, r, type == MT_REC_ALLOC_USDT ? TRACER_FROM_SAMPLER
 				    : type == MT_REC_MAP ? TRACER_FROM_MAPPING : TRACER_FROM_PROBE);
 	} else if (type == MT_REC_FREE) {

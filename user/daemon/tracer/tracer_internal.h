@@ -30,6 +30,7 @@ struct tracer {
 	/* read by tracer_get_stats, possibly from another thread: atomic (relaxed) */
 	uint64_t reconciled_frees;
 	uint64_t bad_records;
+	uint64_t record_bytes, max_record_bytes;   /* of the allocation records read */
 	uint64_t live_count;                       /* visible.count */
 };
 

@@ -159,6 +159,8 @@ struct stacks {
 	size_t stack_len;
 	uint64_t sp;
 	bool truncated;
+	uint64_t max_read;        /* past the highest copied byte the unwinder read */
+	uint64_t last_end;        /* of the last sample unwound to its end, else 0 */
 	int frame_index;
 	enum stacks_start start;  /* what frame 0 is */
 	Dwfl_Module *hidden;      /* that object, while its frames are being left out */
@@ -378,6 +380,7 @@ static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
 	struct stacks *s = arg;
 	if (addr >= s->sp && addr - s->sp <= s->stack_len && s->stack_len - (addr - s->sp) >= 8) {
 		memcpy(result, s->stack + (addr - s->sp), sizeof(*result));
+		if (addr + 8 > s->max_read) s->max_read = addr + 8;
 		return true;
 	}
 	if (s->mem_fd < 0 || addr > INT64_MAX - 8)
@@ -515,9 +518,24 @@ struct stacks *stacks_open(pid_t pid, char *err, size_t errlen)
 	return s;
 }
 
+/* Has pid still got mappings to read? An exiting process's /proc/PID/maps is empty: reading
+ * it would drop every module the unwinder knows, and the records still queued of its life
+ * would lose their stacks. */
+static bool has_mappings(pid_t pid)
+{
+	char path[64], c;
+	snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	bool some = read(fd, &c, 1) == 1;
+	close(fd);
+	return some;
+}
+
 void stacks_refresh(struct stacks *s)
 {
-	if (!s)
+	if (!s || !has_mappings(s->pid))
 		return;
 	current = s;
 	report_maps(s, NULL, 0);
@@ -531,6 +549,7 @@ static int unwind_once(struct stacks *s)
 	s->frame_index = 0;
 	s->nframes = 0;
 	s->hidden = NULL;
+	s->max_read = 0;
 	return dwfl_getthread_frames(s->dwfl, s->tid, cb_frame, s);
 }
 
@@ -568,6 +587,12 @@ int stacks_unwind(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_NREGS]
 	return stacks_unwind_from(s, tid, regs, stack, stack_len, STACKS_AT_ENTRY, codes, max_codes);
 }
 
+void stacks_last_extent(const struct stacks *s, uint64_t *end, bool *truncated)
+{
+	*end = s ? s->last_end : 0;
+	*truncated = s && s->truncated;
+}
+
 const char *stacks_last_frame_file(struct stacks *s, int i)
 {
 	if (!s || i < 0 || i >= s->nframes) return NULL;
@@ -595,7 +620,9 @@ int stacks_unwind_from(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_N
 	int rc = unwind_once(s);
 	/* A pc in no known object: a library dlopen'd since the maps were read. Re-read them
 	 * (rate-limited) and unwind again, as the unwinder stopped there for want of CFI. */
-	if (has_unknown_pc(s) || (rc != 0 && !s->truncated && !dwfl_addrmodule(s->dwfl, regs[16]))) {
+	/* (the sample's own pc in no module: the unwinder may have wandered off by frame
+	 * pointers and "truncated" means nothing then) */
+	if (has_unknown_pc(s) || !dwfl_addrmodule(s->dwfl, regs[16])) {
 		uint64_t t = now_ns();
 		/* the first few at once: a program just started maps its libraries while its
 		 * first samples (ld.so's own mappings) come in */
@@ -606,6 +633,8 @@ int stacks_unwind_from(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_N
 		}
 	}
 
+	/* unwound to its outermost frame: what it read is all of the stack this thread has */
+	s->last_end = rc == 0 && !s->truncated ? s->max_read : 0;
 	int n = 0;
 	for (int i = 0; i < s->nframes && n < max_codes; i++) {
 		uint64_t code = code_of_pc(s, s->frames[i].pc);

@@ -59,6 +59,10 @@ enum stacks_start {
 int stacks_unwind_from(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_NREGS],
 		       const uint8_t *stack, size_t stack_len, enum stacks_start start,
 		       uint64_t *codes, int max_codes);
+/* The last unwind: *end is the address past the highest stack byte it read when it reached
+ * the outermost frame (the thread's stack ends there: later copies need nothing above it),
+ * else 0; *truncated when the stack went on past the copy. */
+void stacks_last_extent(const struct stacks *s, uint64_t *end, bool *truncated);
 /* The file of the object that frame i (codes[i]) of the last unwind lies in, as opened
  * (maybe under /proc/PID/root), or NULL. */
 const char *stacks_last_frame_file(struct stacks *s, int i);

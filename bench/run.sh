@@ -3,7 +3,7 @@
 #
 #   bash bench/run.sh [BUILD]          (root; about 10-15 minutes on the project's 2-vCPU VM)
 #
-# Sections (BENCH_ONLY=micro,redis,pipeline,accuracy,format,stacks,attach to pick some):
+# Sections (BENCH_ONLY=micro,redis,pipeline,accuracy,format,stacks,burst,attach to pick some):
 #   micro     malloc/free loop (bench/micro_alloc), ns per pair, interleaved rounds of:
 #             none | floor (empty probes on memtraced's sites) | memtraced (default rate) |
 #             memtraced --rate 1 | memtraced --inject | bcc memleak | heaptrack; plus design figures from
@@ -35,7 +35,7 @@ REDIS_ROUNDS=${BENCH_REDIS_ROUNDS:-3}
 REDIS_REQUESTS=${BENCH_REDIS_REQUESTS:-50000}
 ITERS=${BENCH_ITERS:-20000}          # pairs per traced micro run (~13 us each under probes)
 ITERS_NONE=${BENCH_ITERS_NONE:-2000000}
-ONLY=${BENCH_ONLY:-micro,redis,pipeline,accuracy,format,stacks,attach}
+ONLY=${BENCH_ONLY:-micro,redis,pipeline,accuracy,format,stacks,burst,attach}
 ATTACH_ROUNDS=${BENCH_ATTACH_ROUNDS:-7}
 OUT=${BENCH_OUT:-$TOP/bench/results/latest.txt}
 TMP=$(mktemp -d /tmp/memtraced-bench.XXXXXX)
@@ -458,6 +458,28 @@ accuracy_section() {
 	note bytes_per_alloc_event "trace bytes / allocation events of the accuracy run (tests/targets/sites run 5000 at rate $rate: 7 sites, 4-6 frames)"
 }
 
+# Burst: a short C++ program (tests/targets/burst_cpp.cc: 20k std::map inserts of strings, 5k
+# new int[100]) at --rate 0.1 and 1, with -- CMD: samples dropped (goal: none at 0.1, < 10% at 1).
+burst_section() {
+	local t=$TOP/$BUILD/tests/targets/burst_cpp rate drops samples share
+	[ "$have_memtraced" = 1 ] && [ -x "$t" ] || { na burst_drops_rate_0_1 "memtraced or burst_cpp is missing"; return; }
+	for rate in 0.1 1; do
+		local d=() sh=()
+		for _ in 1 2 3; do
+			"$MEMTRACED" --no-status --rate "$rate" -o "$TMP/burst.ctf" -- "$t" >/dev/null 2>"$TMP/burst.err"
+			drops=$(summary_drops "$TMP/burst.err")
+			samples=$(summary_num "$TMP/burst.err" ' ([0-9]+) sampled')
+			[ -n "$drops" ] && [ -n "$samples" ] || continue
+			d+=("$drops")
+			sh+=("$(awk -v a="$drops" -v b="$samples" 'BEGIN { printf "%.4f\n", (a + b) ? a / (a + b) : 0 }')")
+		done
+		local k=${rate/./_}
+		[ ${#d[@]} -gt 0 ] && set_result "burst_drops_rate_$k" "$(printf '%s\n' "${d[@]}" | sort -n | tail -1)" || na "burst_drops_rate_$k" "no summary"
+		[ ${#sh[@]} -gt 0 ] && set_result "burst_drop_share_rate_$k" "$(printf '%s\n' "${sh[@]}" | sort -g | tail -1)"
+	done
+	note burst_drops_rate_0_1 "the most samples dropped in 3 runs of burst_cpp (goal: 0 at rate 0.1; share < 0.1 at rate 1)"
+}
+
 attach_section() {
 	[ "$have_memtraced" = 1 ] || { na attach_ms "memtraced is not built"; na exec_hold_ms "memtraced is not built"; return; }
 	local a=() h=() i v pid
@@ -496,6 +518,7 @@ want pipeline && pipeline_section
 want accuracy && accuracy_section
 want format && include_kv "" "$BB/format_bench"
 want stacks && include_kv stacks_ "$BB/stacks_bench"
+want burst && burst_section
 want attach && attach_section
 set_result bench_seconds $(($(date +%s) - START))
 

@@ -153,7 +153,8 @@ int elfobj_dynamic(const struct elfobj *o, struct elf_dynamic *d)
 		GElf_Phdr ph;
 		if (!gelf_getphdr(o->elf, i, &ph)) continue;
 		if (ph.p_type == PT_DYNAMIC) { dyn_ph = ph; have_dyn = true; }
-		if (ph.p_type == PT_INTERP && ph.p_filesz > 0 && ph.p_filesz < PATH_MAX) {
+		/* ld.so takes the first PT_INTERP (the kernel too); a second one is ignored */
+		if (ph.p_type == PT_INTERP && !d->interp && ph.p_filesz > 0 && ph.p_filesz < PATH_MAX) {
 			Elf_Data *data = elf_getdata_rawchunk(o->elf, ph.p_offset, ph.p_filesz, ELF_T_BYTE);
 			if (data && data->d_buf)
 				d->interp = strndup(data->d_buf, ph.p_filesz);

@@ -149,6 +149,8 @@ struct stacks {
 	int mem_fd;  /* /proc/PID/mem, -1 if it could not be opened */
 	int root_fd; /* the target's root when it is not ours (O_PATH), else -1 */
 	char root_path[32]; /* "/proc/PID/root": how libdw names files opened under root_fd */
+	char *object_path;  /* stacks_open_object: the one ELF file, loaded at object_base */
+	uint64_t object_base;
 	uint64_t last_refresh_ns;
 
 	/* the sample being unwound */
@@ -429,8 +431,18 @@ static int cb_frame(Dwfl_Frame *frame, void *arg)
 static int report_maps(struct stacks *s, char *err, size_t errlen)
 {
 	dwfl_report_begin(s->dwfl);
-	int rc = dwfl_linux_proc_report(s->dwfl, s->pid);
+	int rc;
+	if (s->object_path) /* no process: one object, mapped whole at its base */
+		rc = dwfl_report_elf(s->dwfl, s->object_path, s->object_path, -1, s->object_base,
+				     false) ? 0 : -1;
+	else
+		rc = dwfl_linux_proc_report(s->dwfl, s->pid);
 	dwfl_report_end(s->dwfl, NULL, NULL);
+	if (rc != 0 && s->object_path) {
+		if (err)
+			snprintf(err, errlen, "cannot load %s: %s", s->object_path, dwfl_errmsg(-1));
+		return -1;
+	}
 	if (rc != 0) {
 		if (err)
 			snprintf(err, errlen, "cannot read the mappings of pid %d (/proc/%d/maps): %s",
@@ -441,7 +453,8 @@ static int report_maps(struct stacks *s, char *err, size_t errlen)
 	return 0;
 }
 
-struct stacks *stacks_open(pid_t pid, char *err, size_t errlen)
+static struct stacks *open_common(pid_t pid, const char *object_path, uint64_t base, char *err,
+				  size_t errlen)
 {
 	if (err && errlen)
 		err[0] = '\0';
@@ -451,7 +464,8 @@ struct stacks *stacks_open(pid_t pid, char *err, size_t errlen)
 		return NULL;
 	}
 	struct stacks *s = calloc(1, sizeof(*s));
-	if (!s) {
+	if (!s || (object_path && !(s->object_path = strdup(object_path)))) {
+		free(s);
 		if (err)
 			snprintf(err, errlen, "stacks_open: out of memory");
 		return NULL;
@@ -459,8 +473,10 @@ struct stacks *stacks_open(pid_t pid, char *err, size_t errlen)
 	s->pid = pid;
 	s->mem_fd = -1;
 	s->root_fd = -1;
+	s->object_base = base;
 	current = s;
-	open_target_root(s);
+	if (!object_path)
+		open_target_root(s);
 	s->dwfl = dwfl_begin(&proc_callbacks);
 	if (!s->dwfl) {
 		if (err)
@@ -481,8 +497,20 @@ struct stacks *stacks_open(pid_t pid, char *err, size_t errlen)
 	}
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/mem", (int)pid);
-	s->mem_fd = open(path, O_RDONLY | O_CLOEXEC); /* optional: -1 only loses truncation marks */
+	if (!object_path) /* optional: -1 only loses truncation marks */
+		s->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
 	return s;
+}
+
+struct stacks *stacks_open(pid_t pid, char *err, size_t errlen)
+{
+	return open_common(pid, NULL, 0, err, errlen);
+}
+
+struct stacks *stacks_open_object(const char *path, uint64_t base, char *err, size_t errlen)
+{
+	/* the pid only names the one thread the callbacks serve: no process is read */
+	return open_common(1, path, base, err, errlen);
 }
 
 void stacks_refresh(struct stacks *s)
@@ -538,7 +566,7 @@ int stacks_unwind(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_NREGS]
 		return 0;
 	s->stats.samples++;
 	current = s;
-	s->tid = tid > 0 ? tid : s->pid;
+	s->tid = tid > 0 && !s->object_path ? tid : s->pid;
 	s->regs = regs;
 	s->stack = stack;
 	s->stack_len = stack ? stack_len : 0;
@@ -606,6 +634,7 @@ void stacks_close(struct stacks *s)
 		close(s->mem_fd);
 	if (s->root_fd >= 0)
 		close(s->root_fd);
+	free(s->object_path);
 	if (current == s)
 		current = NULL;
 	for (size_t i = 0; i < s->nentries; i++)

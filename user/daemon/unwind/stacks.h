@@ -38,6 +38,10 @@ struct stacks;
  * search: /usr/lib/debug/.build-id/xx/yyyy.debug, then the .gnu_debuglink name next to the
  * object, in its .debug/ and under /usr/lib/debug/DIR. */
 struct stacks *stacks_open(pid_t pid, char *err, size_t errlen);
+/* For tests and fuzzing: unwinds against one ELF file loaded at base (its load bias), as if
+ * a process mapped only it; no process is read (memory outside the stack copy is unreadable,
+ * so no truncation marks). tid in stacks_unwind is ignored. */
+struct stacks *stacks_open_object(const char *path, uint64_t base, char *err, size_t errlen);
 /* Re-reads the process's mappings (dlopen, exec). Also done automatically, rate-limited, when a
  * pc falls in no known object. */
 void stacks_refresh(struct stacks *s);

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "symbolize.h"
+#include "u64map.h"
 
 #define CODE_MASK ((UINT64_C(1) << 62) - 1)
 /* Automatic re-reads of the mappings (a pc in no known object) at most this often. */
@@ -41,90 +42,6 @@
 #define STACK_SPAN (64ull << 20)
 /* Frames collected per unwind before giving up (recursion gone wild, a CFI loop). */
 #define MAX_FRAMES 2048
-
-/* ---- a u64 -> u64 open-addressing hash map; key 0 is "empty" (no pc or code is 0) ---- */
-struct u64map {
-	uint64_t *keys, *vals;
-	size_t cap, n; /* cap: power of two */
-};
-
-static uint64_t mix64(uint64_t x) /* splitmix64 finalizer */
-{
-	x ^= x >> 30;
-	x *= UINT64_C(0xbf58476d1ce4e5b9);
-	x ^= x >> 27;
-	x *= UINT64_C(0x94d049bb133111eb);
-	x ^= x >> 31;
-	return x;
-}
-
-static uint64_t map_get(const struct u64map *m, uint64_t key)
-{
-	if (!m->cap)
-		return 0;
-	for (size_t i = mix64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		if (m->keys[i] == key)
-			return m->vals[i];
-		if (!m->keys[i])
-			return 0;
-	}
-}
-
-static int map_grow(struct u64map *m)
-{
-	size_t cap = m->cap ? m->cap * 2 : 1024;
-	uint64_t *keys = calloc(cap, sizeof(*keys)), *vals = calloc(cap, sizeof(*vals));
-	if (!keys || !vals) {
-		free(keys);
-		free(vals);
-		return -1;
-	}
-	for (size_t j = 0; j < m->cap; j++) {
-		if (!m->keys[j])
-			continue;
-		size_t i = mix64(m->keys[j]) & (cap - 1);
-		while (keys[i])
-			i = (i + 1) & (cap - 1);
-		keys[i] = m->keys[j];
-		vals[i] = m->vals[j];
-	}
-	free(m->keys);
-	free(m->vals);
-	m->keys = keys;
-	m->vals = vals;
-	m->cap = cap;
-	return 0;
-}
-
-static int map_put(struct u64map *m, uint64_t key, uint64_t val)
-{
-	if ((m->n + 1) * 2 > m->cap && map_grow(m) < 0)
-		return -1;
-	size_t i = mix64(key) & (m->cap - 1);
-	while (m->keys[i] && m->keys[i] != key)
-		i = (i + 1) & (m->cap - 1);
-	if (!m->keys[i])
-		m->n++;
-	m->keys[i] = key;
-	m->vals[i] = val;
-	return 0;
-}
-
-static void map_clear(struct u64map *m)
-{
-	if (m->cap) {
-		memset(m->keys, 0, m->cap * sizeof(*m->keys));
-		memset(m->vals, 0, m->cap * sizeof(*m->vals));
-	}
-	m->n = 0;
-}
-
-static void map_free(struct u64map *m)
-{
-	free(m->keys);
-	free(m->vals);
-	memset(m, 0, sizeof(*m));
-}
 
 /* ---- objects and codes ---- */
 struct object {          /* one per Dwfl_Module, hung on the module's userdata */
@@ -188,7 +105,7 @@ static uint64_t hash_bytes(uint64_t seed, const void *p, size_t n)
 		h ^= b[i];
 		h *= UINT64_C(0x100000001b3);
 	}
-	return mix64(h);
+	return u64_mix(h);
 }
 
 static struct object *module_object(struct stacks *s, Dwfl_Module *mod)
@@ -223,7 +140,7 @@ static struct object *module_object(struct stacks *s, Dwfl_Module *mod)
 
 static struct code_entry *entry_of(const struct stacks *s, uint64_t code)
 {
-	uint64_t ix = map_get(&s->code_index, code);
+	uint64_t ix = u64map_get(&s->code_index, code);
 	return ix ? &s->entries[ix - 1] : NULL;
 }
 
@@ -232,8 +149,8 @@ static struct code_entry *entry_of(const struct stacks *s, uint64_t code)
 static uint64_t intern(struct stacks *s, uint64_t obj_hash, uint64_t offset, Dwfl_Module *mod,
 		       Dwarf_Addr pc, const char *file, const char *defname)
 {
-	uint64_t h = mix64(obj_hash ^ mix64(offset + UINT64_C(0x9e3779b97f4a7c15)));
-	for (int tries = 0; tries < 64; tries++, h = mix64(h + 1)) {
+	uint64_t h = u64_mix(obj_hash ^ u64_mix(offset + UINT64_C(0x9e3779b97f4a7c15)));
+	for (int tries = 0; tries < 64; tries++, h = u64_mix(h + 1)) {
 		uint64_t code = h & CODE_MASK;
 		if (!code)
 			continue;
@@ -261,7 +178,7 @@ static uint64_t intern(struct stacks *s, uint64_t obj_hash, uint64_t offset, Dwf
 		if (mod && e->nlocs && e->locs[e->nlocs - 1].line == 0 && e->locs[e->nlocs - 1].defname &&
 		    strstr(e->locs[e->nlocs - 1].defname, "+0x"))
 			s->stats.unnamed_codes++;
-		if (map_put(&s->code_index, code, s->nentries + 1) < 0) {
+		if (u64map_put(&s->code_index, code, s->nentries + 1) < 0) {
 			symbolize_free(e->locs, e->nlocs);
 			return 0;
 		}
@@ -519,7 +436,7 @@ void stacks_refresh(struct stacks *s)
 		return;
 	current = s;
 	report_maps(s, NULL, 0);
-	map_clear(&s->pc_codes); /* a pc may now belong to another object */
+	u64map_clear(&s->pc_codes); /* a pc may now belong to another object */
 	s->stats.refreshes++;
 }
 
@@ -535,14 +452,14 @@ static int unwind_once(struct stacks *s)
 static bool has_unknown_pc(struct stacks *s)
 {
 	for (int i = 0; i < s->nframes; i++)
-		if (!map_get(&s->pc_codes, s->frames[i].pc) && !dwfl_addrmodule(s->dwfl, s->frames[i].pc))
+		if (!u64map_get(&s->pc_codes, s->frames[i].pc) && !dwfl_addrmodule(s->dwfl, s->frames[i].pc))
 			return true;
 	return false;
 }
 
 static uint64_t code_of_pc(struct stacks *s, Dwarf_Addr pc)
 {
-	uint64_t code = map_get(&s->pc_codes, pc);
+	uint64_t code = u64map_get(&s->pc_codes, pc);
 	if (code)
 		return code;
 	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
@@ -555,7 +472,7 @@ static uint64_t code_of_pc(struct stacks *s, Dwarf_Addr pc)
 		return 0;
 	code = intern(s, o->hash, pc - o->bias, mod, pc, NULL, NULL);
 	if (code)
-		map_put(&s->pc_codes, pc, code);
+		u64map_put(&s->pc_codes, pc, code);
 	return code;
 }
 
@@ -640,8 +557,8 @@ void stacks_close(struct stacks *s)
 	for (size_t i = 0; i < s->nentries; i++)
 		symbolize_free(s->entries[i].locs, s->entries[i].nlocs);
 	free(s->entries);
-	map_free(&s->pc_codes);
-	map_free(&s->code_index);
+	u64map_free(&s->pc_codes);
+	u64map_free(&s->code_index);
 	while (s->objects) {
 		struct object *o = s->objects;
 		s->objects = o->next;

@@ -6,9 +6,33 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "elfobj.h"
+
+int open_regular(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	struct stat st;
+	if (fd < 0) return -1;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	return fd;
+}
+
+ssize_t read_regular(const char *path, char *buf, size_t len)
+{
+	int fd = open_regular(path);
+	if (fd < 0) return -1;
+	ssize_t n = read(fd, buf, len - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	return n;
+}
 
 int elfobj_open(struct elfobj *o, const char *path, char *err, size_t errlen)
 {
@@ -19,9 +43,10 @@ int elfobj_open(struct elfobj *o, const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "libelf: %s", elf_errmsg(-1));
 		return -1;
 	}
-	o->fd = open(path, O_RDONLY | O_CLOEXEC);
+	o->fd = open_regular(path);
 	if (o->fd < 0) {
-		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		snprintf(err, errlen, "cannot open %s: %s", path,
+			 errno == EINVAL ? "not a regular file" : strerror(errno));
 		return -1;
 	}
 	o->elf = elf_begin(o->fd, ELF_C_READ, NULL);

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct elfobj {
 	int fd;
@@ -18,6 +19,13 @@ struct elfobj {
 	bool has_interp;      /* PT_INTERP: a dynamically linked program */
 	bool has_dynamic;     /* PT_DYNAMIC */
 };
+/* Opens a file the target controls (its objects, scripts, ld.so's files) read-only, and only
+ * if it is a regular file: a FIFO or a device planted at that path would block us or feed us
+ * forever. -1 with errno otherwise (EINVAL: not a regular file). */
+int open_regular(const char *path);
+/* Reads at most len - 1 bytes of such a file into buf, NUL-terminated; the count or -1. */
+ssize_t read_regular(const char *path, char *buf, size_t len);
+
 /* Opens path; fails unless it is a 64-bit x86-64 ELF file. */
 int elfobj_open(struct elfobj *o, const char *path, char *err, size_t errlen);
 void elfobj_close(struct elfobj *o);

@@ -2,8 +2,10 @@
  * expects a program, a script's interpreter, a preloaded library. Reading them must fail at
  * once (opening a FIFO for reading blocks until a writer comes; a device can feed us forever),
  * never hang the daemon: an alarm kills this test if anything blocks. */
+#include <elf.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,35 @@ static void find_build_dir(void)
 }
 
 static struct alloc_sites sites;
+
+/* Copies program to copy with its .symtab's size claiming 2^32 entries (past the end of the
+ * file, past the cap). 0 on success. */
+static int oversized_symtab_copy(const char *program, const char *copy)
+{
+	FILE *f = fopen(program, "rb");
+	static unsigned char buf[1 << 20];
+	size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+	if (f) fclose(f);
+	Elf64_Ehdr eh;
+	if (n < sizeof eh) return -1;
+	memcpy(&eh, buf, sizeof eh);
+	int patched = 0;
+	for (int i = 0; i < eh.e_shnum; i++) {
+		size_t at = eh.e_shoff + (size_t)i * sizeof(Elf64_Shdr);
+		Elf64_Shdr sh;
+		if (at + sizeof sh > n) return -1;
+		memcpy(&sh, buf + at, sizeof sh);
+		if (sh.sh_type != SHT_SYMTAB) continue;
+		sh.sh_size = (UINT64_C(1) << 32) * sh.sh_entsize;
+		memcpy(buf + at, &sh, sizeof sh);
+		patched = 1;
+	}
+	f = fopen(copy, "wb");
+	int ok = f && fwrite(buf, 1, n, f) == n;
+	if (f) fclose(f);
+	chmod(copy, 0755);
+	return patched && ok ? 0 : -1;
+}
 
 int main(void)
 {
@@ -69,6 +100,19 @@ int main(void)
 	CHECKF("exec_fifo_preload_skipped", rc == 0 && sites.n > 0 && strstr(sites.notes, fifo),
 	       "rc=%d err=%s notes=%s", rc, err, sites.notes);
 
+	/* a symbol table claiming 2^32 entries: read up to the cap, with a note, and the program
+	 * still resolves (its allocator is libc's) */
+	char copy[64];
+	snprintf(copy, sizeof copy, "%s/big_symtab", dir);
+	if (oversized_symtab_copy(program, copy) == 0) {
+		rc = alloc_sites_for_exec(copy, 0, &sites, err, sizeof err);
+		CHECKF("symtab_over_cap_noted", rc == 0 && sites.n > 0 && strstr(sites.notes, "(the cap)"),
+		       "rc=%d err=%s notes=%s", rc, err, sites.notes);
+	} else {
+		printf("FAIL symtab_over_cap_noted: cannot make the copy of %s\n", program);
+		check_failures++;
+	}
+	unlink(copy);
 	unlink(script);
 	unlink(fifo);
 	rmdir(dir);

@@ -290,7 +290,11 @@ static void test_deep(void)
 	CHECK("empty_copy_only_marker", nt == 1 && nl == 1 &&
 						strcmp(l[0].filename, STACKS_TRUNCATED_FILE) == 0);
 	nt = stacks_unwind(st, pid, s1.regs, s1.stack, s1.stack_len, again, 3);
-	CHECK("max_codes_respected", nt == 3 && codes_equal(c1, 3, again, 3));
+	nl = nt == 3 ? locs_of(st, again[2], &l) : -1;
+	CHECK("max_codes_respected_cut_marker_last",
+	      nt == 3 && codes_equal(c1, 2, again, 2) && nl == 1 &&
+		      strcmp(l[0].filename, STACKS_TRUNCATED_FILE) == 0 &&
+		      strstr(l[0].defname, "stack cut at 2 frames"));
 
 	/* Through libc: qsort's internals, all DWARF CFI, no frame pointers. */
 	int n3 = stacks_unwind(st, pid, s3.regs, s3.stack, s3.stack_len, c2, MAX_CODES);

@@ -57,6 +57,87 @@ static int write_seed(const char *file, uint64_t base, const struct sample *s)
 
 static struct sample sample, garbage;
 
+/* Unwinds the sample against the object under the given caps; n, codes, the stats. */
+static struct stacks *capped_unwind(const char *path, uint64_t base, struct stacks_limits lim,
+				    uint64_t *codes, int *n, struct stacks_stats *st)
+{
+	char err[256];
+	struct stacks *s = stacks_open_object(path, base, err, sizeof err);
+	if (!s)
+		return NULL;
+	stacks_set_limits(s, &lim);
+	*n = stacks_unwind(s, 0, sample.regs, sample.stack, sample.stack_len, codes, MAX_CODES);
+	stacks_get_stats(s, st);
+	return s;
+}
+
+static const char *defname_of(struct stacks *s, uint64_t code, unsigned *line)
+{
+	const mt_location *l;
+	int n = stacks_locations(s, code, &l);
+	*line = n > 0 ? l[n - 1].line : 0;
+	return n > 0 ? l[n - 1].defname : "";
+}
+
+/* Past each cap the frames lose their names step by step, and the stats say so. */
+static void test_caps(const char *path, uint64_t base)
+{
+	const struct stacks_limits none = {.max_frames = 2048, .max_debug_bytes = UINT64_MAX,
+					   .max_symbols = UINT64_MAX, .max_symbolize_ns = UINT64_MAX,
+					   .max_symbolized = UINT64_MAX};
+	struct stacks_limits lim = none;
+	struct stacks_stats st;
+	uint64_t c[MAX_CODES];
+	int n = 0;
+	unsigned line;
+
+	lim.max_frames = 3;
+	struct stacks *s = capped_unwind(path, base, lim, c, &n, &st);
+	const mt_location *l;
+	CHECKF("cap_frames_marker", s && n == 4 && stacks_locations(s, c[3], &l) == 1 &&
+	       strstr(l[0].defname, "stack cut at 3 frames") && st.capped_stacks == 1,
+	       "n=%d capped_stacks=%llu", n, (unsigned long long)st.capped_stacks);
+	stacks_close(s);
+
+	lim = none;
+	lim.max_debug_bytes = 1000; /* stacks_deep's DWARF is larger: names from .symtab */
+	s = capped_unwind(path, base, lim, c, &n, &st);
+	const char *name = s && n > 0 ? defname_of(s, c[0], &line) : "";
+	CHECKF("cap_debug_info_names_from_symbols",
+	       strcmp(name, "recurse") == 0 && line == 0 && st.capped_objects == 1 && st.capped_codes > 0,
+	       "frame 0 %s line %u, capped objects %llu codes %llu", name, line,
+	       (unsigned long long)st.capped_objects, (unsigned long long)st.capped_codes);
+	stacks_close(s);
+
+	lim = none;
+	lim.max_symbols = 10;
+	s = capped_unwind(path, base, lim, c, &n, &st);
+	name = s && n > 0 ? defname_of(s, c[0], &line) : "";
+	CHECKF("cap_symbols_object_offset", strncmp(name, "stacks_deep+0x", 14) == 0 &&
+	       st.capped_objects == 1 && st.unnamed_codes == 0, "frame 0 %s", name);
+	stacks_close(s);
+
+	lim = none;
+	lim.max_symbolized = 2; /* recurse's two call sites; main's (the last frame) is past it */
+	s = capped_unwind(path, base, lim, c, &n, &st);
+	const char *first = s && n > 3 ? defname_of(s, c[0], &line) : "";
+	name = s && n > 3 ? defname_of(s, c[n - 2], &line) : "";
+	CHECKF("cap_codes_object_offset", strcmp(first, "recurse") == 0 &&
+	       strncmp(name, "stacks_deep+0x", 14) == 0 && st.capped_codes > 0,
+	       "frame 0 %s, frame %d %s", first, n - 2, name);
+	stacks_close(s);
+
+	lim = none;
+	lim.max_symbolize_ns = 1; /* the first frame goes over it: the rest object+offset */
+	s = capped_unwind(path, base, lim, c, &n, &st);
+	first = s && n > 3 ? defname_of(s, c[0], &line) : "";
+	name = s && n > 3 ? defname_of(s, c[n - 2], &line) : "";
+	CHECKF("cap_time_object_offset", strcmp(first, "recurse") == 0 &&
+	       strncmp(name, "stacks_deep+0x", 14) == 0 && st.capped_objects == 1,
+	       "frame 0 %s, frame %d %s", first, n - 2, name);
+	stacks_close(s);
+}
+
 int main(int argc, char **argv)
 {
 	find_dirs();
@@ -118,6 +199,8 @@ int main(int argc, char **argv)
 	CHECKF("unwind_object_rip_outside", ng >= 0 && ng <= 1, "n=%d", ng);
 	stacks_close(obj);
 	stacks_close(live);
+
+	test_caps(real, base);
 
 	obj = stacks_open_object("/nonexistent/object", 0x400000, err, sizeof err);
 	CHECKF("unwind_object_missing_file_fails", !obj && err[0], "err=%s", err);

@@ -107,6 +107,7 @@ static int scan_functions(const struct elfobj *o, Elf_Scn *scn, const GElf_Shdr 
 	Elf_Data *data = elf_getdata(scn, NULL);
 	if (!data || sh->sh_entsize == 0) return 0;
 	size_t n = sh->sh_size / sh->sh_entsize;
+	if (n > ELFOBJ_MAX_SYMBOLS) n = ELFOBJ_MAX_SYMBOLS;
 	for (size_t i = 0; i < n; i++) {
 		GElf_Sym sym;
 		if (!gelf_getsym(data, i, &sym)) break;
@@ -157,6 +158,19 @@ int elfobj_each_function(const struct elfobj *o, bool use_symtab, elfobj_functio
 	if (!rc && use_symtab && symtab && gelf_getshdr(symtab, &sh))
 		rc = scan_functions(o, symtab, &sh, NULL, fn, ctx);
 	return rc;
+}
+
+bool elfobj_symbols_capped(const struct elfobj *o, bool use_symtab)
+{
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(o->elf, scn))) {
+		GElf_Shdr sh;
+		if (gelf_getshdr(scn, &sh) && sh.sh_entsize &&
+		    (sh.sh_type == SHT_DYNSYM || (use_symtab && sh.sh_type == SHT_SYMTAB)) &&
+		    sh.sh_size / sh.sh_entsize > ELFOBJ_MAX_SYMBOLS)
+			return true;
+	}
+	return false;
 }
 
 static char *dup_string(const char *strtab, size_t strsz, uint64_t off)

@@ -43,8 +43,12 @@ struct elf_function {
 /* Return non-zero to stop the walk (that value is returned). */
 typedef int (*elfobj_function_fn)(void *ctx, const struct elf_function *f);
 /* Every exported (.dynsym, default version) function definition, in table order; with
- * use_symtab also .symtab's global ones (static executables). */
+ * use_symtab also .symtab's global ones (static executables). Each table is read up to
+ * ELFOBJ_MAX_SYMBOLS entries: a target's file sets how long the walk takes. */
 int elfobj_each_function(const struct elfobj *o, bool use_symtab, elfobj_function_fn fn, void *ctx);
+#define ELFOBJ_MAX_SYMBOLS (1u << 22)
+/* Does a symbol table that elfobj_each_function reads hold more than ELFOBJ_MAX_SYMBOLS? */
+bool elfobj_symbols_capped(const struct elfobj *o, bool use_symtab);
 
 /* What ld.so reads from an object's dynamic section. Strings are malloc'ed. */
 struct elf_dynamic {

@@ -100,6 +100,9 @@ static int resolve(const struct objlist *objs, bool static_exe, const char *what
 		/* The executable's own calls bind to its own definitions at link time, exported or
 		 * not (an allocator compiled in: mallocx is not in .dynsym), so its .symtab counts. */
 		alloc_defs_of(&o, i == 0, defs);
+		if (elfobj_symbols_capped(&o, i == 0))
+			notes_add(out->notes, sizeof(out->notes), "symbol table of %s read up to its %u "
+				  "first entries (the cap)", o.path, ELFOBJ_MAX_SYMBOLS);
 		int forwarders = 0, forward_example = -1, forward_target = -1;
 		for (int fn = 0; fn < AF_COUNT; fn++) {
 			if (bound[fn] || !defs[fn].found) continue;

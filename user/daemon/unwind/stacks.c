@@ -43,10 +43,21 @@
 /* Frames collected per unwind before giving up (recursion gone wild, a CFI loop). */
 #define MAX_FRAMES 2048
 
+/* Caps on the work one target's files can cause (see struct stacks_limits). */
+static const struct stacks_limits default_limits = {
+	.max_frames = MAX_FRAMES,
+	.max_debug_bytes = UINT64_C(1) << 30,
+	.max_symbols = 1u << 22,
+	.max_symbolize_ns = UINT64_C(10) * 1000000000u,
+	.max_symbolized = 1u << 20,
+};
+
 /* ---- objects and codes ---- */
 struct object {          /* one per Dwfl_Module, hung on the module's userdata */
 	uint64_t hash;       /* of the build-id, or of the path when there is none */
 	Dwarf_Addr bias;     /* load address - ELF address */
+	enum symbolize_depth depth; /* lowered when the object goes over a cap */
+	uint64_t symbolize_ns;      /* time spent symbolizing its frames */
 	struct object *next; /* all objects, for stacks_close */
 };
 
@@ -77,6 +88,7 @@ struct stacks {
 	size_t stack_len;
 	uint64_t sp;
 	bool truncated;
+	bool frames_capped; /* the unwinder gave up at limits.max_frames */
 	int frame_index;
 	struct frame_pc frames[MAX_FRAMES];
 	int nframes;
@@ -88,6 +100,8 @@ struct stacks {
 	struct object *objects;
 
 	struct stacks_stats stats;
+	struct stacks_limits limits;
+	Dwfl_Module *last_refused; /* the module whose debug file was last refused (counted once) */
 };
 
 static uint64_t now_ns(void)
@@ -106,6 +120,27 @@ static uint64_t hash_bytes(uint64_t seed, const void *p, size_t n)
 		h *= UINT64_C(0x100000001b3);
 	}
 	return u64_mix(h);
+}
+
+/* Bytes of DWARF in an object's own sections (uncompressed size when compressed). */
+static uint64_t debug_bytes(Elf *elf)
+{
+	size_t shstrndx;
+	uint64_t total = 0;
+	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return 0;
+	for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn));) {
+		GElf_Shdr sh;
+		const char *name;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS ||
+		    !(name = elf_strptr(elf, shstrndx, sh.sh_name)) ||
+		    (strncmp(name, ".debug_", 7) != 0 && strncmp(name, ".zdebug_", 8) != 0))
+			continue;
+		GElf_Chdr ch;
+		uint64_t size = (sh.sh_flags & SHF_COMPRESSED) && gelf_getchdr(scn, &ch) ? ch.ch_size : sh.sh_size;
+		total += size < (UINT64_C(1) << 48) ? size : (UINT64_C(1) << 48);
+	}
+	return total;
 }
 
 static struct object *module_object(struct stacks *s, Dwfl_Module *mod)
@@ -131,6 +166,18 @@ static struct object *module_object(struct stacks *s, Dwfl_Module *mod)
 	o->hash = hash_bytes('P', path, strlen(path));
 	if (len > 0)
 		o->hash = hash_bytes(o->hash, bits, (size_t)len);
+	o->depth = SYMBOLIZE_FULL;
+	/* Caps before libdw parses the object's DWARF or searches its symbols (a separate debug
+	 * file is checked when found: cb_find_debuginfo). Loading the symbol table is linear; each
+	 * lookup in it is too (libdwfl 0.188 scans it), hence the cap on its size. */
+	Elf *elf = dwfl_module_getelf(mod, &bias);
+	int nsyms = dwfl_module_getsymtab(mod);
+	if (elf && debug_bytes(elf) > s->limits.max_debug_bytes)
+		o->depth = SYMBOLIZE_NAMES;
+	if (nsyms > 0 && (uint64_t)nsyms > s->limits.max_symbols)
+		o->depth = SYMBOLIZE_OFFSET;
+	if (o->depth != SYMBOLIZE_FULL)
+		s->stats.capped_objects++;
 	o->next = s->objects;
 	s->objects = o;
 	if (userdata)
@@ -147,7 +194,8 @@ static struct code_entry *entry_of(const struct stacks *s, uint64_t code)
 /* The code of (object, offset); symbolizes it (mod, pc: with symbolize_pc; mod NULL: a marker
  * with file/defname) the first time. 0 only when out of memory. */
 static uint64_t intern(struct stacks *s, uint64_t obj_hash, uint64_t offset, Dwfl_Module *mod,
-		       Dwarf_Addr pc, const char *file, const char *defname)
+		       Dwarf_Addr pc, enum symbolize_depth depth, const char *file,
+		       const char *defname)
 {
 	uint64_t h = u64_mix(obj_hash ^ u64_mix(offset + UINT64_C(0x9e3779b97f4a7c15)));
 	for (int tries = 0; tries < 64; tries++, h = u64_mix(h + 1)) {
@@ -173,9 +221,12 @@ static uint64_t intern(struct stacks *s, uint64_t obj_hash, uint64_t offset, Dwf
 		e->code = code;
 		e->obj_hash = obj_hash;
 		e->offset = offset;
-		int n = mod ? symbolize_pc(mod, pc, &e->locs) : symbolize_marker(file, defname, &e->locs);
+		int n = mod ? symbolize_pc(mod, pc, depth, &e->locs)
+			    : symbolize_marker(file, defname, &e->locs);
+		if (mod && depth != SYMBOLIZE_FULL)
+			s->stats.capped_codes++;
 		e->nlocs = n > 0 ? n : 0;
-		if (mod && e->nlocs && e->locs[e->nlocs - 1].line == 0 && e->locs[e->nlocs - 1].defname &&
+		if (mod && depth == SYMBOLIZE_FULL && e->nlocs && e->locs[e->nlocs - 1].line == 0 && e->locs[e->nlocs - 1].defname &&
 		    strstr(e->locs[e->nlocs - 1].defname, "+0x"))
 			s->stats.unnamed_codes++;
 		if (u64map_put(&s->code_index, code, s->nentries + 1) < 0) {
@@ -192,7 +243,8 @@ static uint64_t intern(struct stacks *s, uint64_t obj_hash, uint64_t offset, Dwf
 static uint64_t marker_code(struct stacks *s, const char *kind, uint64_t offset, const char *file,
 			    const char *defname)
 {
-	return intern(s, hash_bytes('M', kind, strlen(kind)), offset, NULL, 0, file, defname);
+	return intern(s, hash_bytes('M', kind, strlen(kind)), offset, NULL, 0, SYMBOLIZE_FULL, file,
+		      defname);
 }
 
 static uint64_t truncated_code(struct stacks *s, size_t stack_len)
@@ -200,6 +252,13 @@ static uint64_t truncated_code(struct stacks *s, size_t stack_len)
 	char defname[64];
 	snprintf(defname, sizeof defname, "[stack truncated at %zu bytes]", stack_len);
 	return marker_code(s, "truncated", stack_len, STACKS_TRUNCATED_FILE, defname);
+}
+
+static uint64_t capped_code(struct stacks *s, int frames)
+{
+	char defname[64];
+	snprintf(defname, sizeof defname, "[stack cut at %d frames]", frames);
+	return marker_code(s, "capped", (uint64_t)frames, STACKS_TRUNCATED_FILE, defname);
 }
 
 static uint64_t unknown_code(struct stacks *s, Dwarf_Addr pc)
@@ -248,9 +307,31 @@ static int cb_find_elf(Dwfl_Module *mod, void **userdata, const char *module_nam
 	return dwfl_linux_proc_find_elf(mod, userdata, module_name, base, file_name, elfp);
 }
 
+/* libdw's search for a separate debug file (build-id and .gnu_debuglink files, debuginfod),
+ * refusing one larger than the debug-info cap: the object is then named from its symbols. */
+static int cb_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+			     GElf_Addr base, const char *file_name, const char *debuglink_file,
+			     GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+	struct stacks *s = current;
+	int fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name,
+					      debuglink_file, debuglink_crc, debuginfo_file_name);
+	struct stat sb;
+	if (fd >= 0 && s && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size > s->limits.max_debug_bytes) {
+		close(fd);
+		free(*debuginfo_file_name);
+		*debuginfo_file_name = NULL;
+		if (s->last_refused != mod)
+			s->stats.capped_objects++;
+		s->last_refused = mod;
+		return -1;
+	}
+	return fd;
+}
+
 static const Dwfl_Callbacks proc_callbacks = {
 	.find_elf = cb_find_elf,
-	.find_debuginfo = dwfl_standard_find_debuginfo, /* build-id and .gnu_debuglink files */
+	.find_debuginfo = cb_find_debuginfo,
 };
 
 /* Same file (namespace or directory) for us and the target? */
@@ -336,8 +417,10 @@ static int cb_frame(Dwfl_Frame *frame, void *arg)
 		return DWARF_CB_ABORT;
 	if (s->frame_index++ == 0)
 		return DWARF_CB_OK; /* the allocation function itself, at its entry */
-	if (s->nframes >= MAX_FRAMES)
+	if (s->nframes >= s->limits.max_frames) {
+		s->frames_capped = true;
 		return DWARF_CB_ABORT;
+	}
 	/* A return address points after the call: pc - 1 is in the call instruction, the line
 	 * of the call site (activation frames: interrupted by a signal, the pc itself). */
 	s->frames[s->nframes++].pc = activation ? pc : pc - 1;
@@ -391,6 +474,7 @@ static struct stacks *open_common(pid_t pid, const char *object_path, uint64_t b
 	s->mem_fd = -1;
 	s->root_fd = -1;
 	s->object_base = base;
+	s->limits = default_limits;
 	current = s;
 	if (!object_path)
 		open_target_root(s);
@@ -443,6 +527,7 @@ void stacks_refresh(struct stacks *s)
 static int unwind_once(struct stacks *s)
 {
 	s->truncated = false;
+	s->frames_capped = false;
 	s->frame_index = 0;
 	s->nframes = 0;
 	return dwfl_getthread_frames(s->dwfl, s->tid, cb_frame, s);
@@ -470,7 +555,17 @@ static uint64_t code_of_pc(struct stacks *s, Dwarf_Addr pc)
 	struct object *o = module_object(s, mod);
 	if (!o)
 		return 0;
-	code = intern(s, o->hash, pc - o->bias, mod, pc, NULL, NULL);
+	enum symbolize_depth depth = o->depth;
+	if (s->stats.codes >= s->limits.max_symbolized)
+		depth = SYMBOLIZE_OFFSET;
+	uint64_t t0 = now_ns();
+	code = intern(s, o->hash, pc - o->bias, mod, pc, depth, NULL, NULL);
+	o->symbolize_ns += now_ns() - t0;
+	if (o->depth != SYMBOLIZE_OFFSET && o->symbolize_ns > s->limits.max_symbolize_ns) {
+		if (o->depth == SYMBOLIZE_FULL)
+			s->stats.capped_objects++;
+		o->depth = SYMBOLIZE_OFFSET;
+	}
 	if (code)
 		u64map_put(&s->pc_codes, pc, code);
 	return code;
@@ -506,7 +601,16 @@ int stacks_unwind(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_NREGS]
 		if (code)
 			codes[n++] = code;
 	}
-	if (s->truncated) {
+	if (s->frames_capped || s->nframes > max_codes) {
+		/* the stack goes on past the cap: its end is a marker that says so */
+		s->stats.capped_stacks++;
+		uint64_t code = capped_code(s, n < max_codes ? n : max_codes - 1);
+		if (code) {
+			if (n == max_codes)
+				n--;
+			codes[n++] = code;
+		}
+	} else if (s->truncated) {
 		s->stats.truncated++;
 		uint64_t code = truncated_code(s, s->stack_len);
 		if (code) {
@@ -531,6 +635,13 @@ int stacks_locations(void *stacks, uint64_t code, const mt_location **locs)
 		return -1;
 	*locs = e->locs;
 	return e->nlocs;
+}
+
+void stacks_set_limits(struct stacks *s, const struct stacks_limits *limits)
+{
+	s->limits = *limits;
+	if (s->limits.max_frames <= 0 || s->limits.max_frames > MAX_FRAMES)
+		s->limits.max_frames = MAX_FRAMES;
 }
 
 void stacks_get_stats(const struct stacks *s, struct stacks_stats *out)

@@ -223,6 +223,8 @@ int elfobj_dynamic(const struct elfobj *o, struct elf_dynamic *d)
 		char *s = NULL;
 		switch (e.d_tag) {
 		case DT_NEEDED:
+			/* (a real object needs a few dozen; the target's file sets the count) */
+			if (d->n_needed >= ELFOBJ_MAX_NEEDED) break;
 			if (!(s = dup_string(strtab, strsz, e.d_un.d_val))) break;
 			char **grown = realloc(d->needed, (d->n_needed + 1) * sizeof(*grown));
 			if (!grown) { free(s); break; }

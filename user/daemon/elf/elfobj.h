@@ -57,6 +57,7 @@ struct elf_dynamic {
 	char *rpath, *runpath, *soname;
 	char *interp;         /* PT_INTERP, or NULL */
 };
+#define ELFOBJ_MAX_NEEDED 4096   /* DT_NEEDED entries read per object */
 int elfobj_dynamic(const struct elfobj *o, struct elf_dynamic *d);
 void elf_dynamic_free(struct elf_dynamic *d);
 /* Finds "glibc's release version X.Y" in .rodata; 0 and the version in out if found. */

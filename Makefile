@@ -14,6 +14,7 @@
 #   tests/fuzz/fuzz_X.c   -> build/fuzz/fuzz_X      (libFuzzer, `make fuzz`)
 #   user/sampler/*.c  -> build/lib/libmemtraced_sampler.so   the in-process sampler that
 #                                              `memtraced --inject` loads (libc only)
+#                         -> build/tests/fuzz/replay_X (replays tests/fuzz/regressions/X/)
 
 PREFIX   ?= /usr/local
 BUILD    ?= build
@@ -136,15 +137,32 @@ $(BUILD)/tests/targets/alloc_workload_static: tests/targets/alloc_workload.cc
 	@mkdir -p $(dir $@)
 	$(CXX) -O2 -g -fomit-frame-pointer -pthread -static $< -o $@ -ldl
 
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(FMT_SRCS)
+# libFuzzer targets: tests/fuzz/fuzz_X.c with the format library and the daemon's sources, all
+# compiled with the fuzzer's coverage and ASan/UBSan into BUILD/fuzz/obj (the system libraries,
+# libelf, libdw, capstone, are not instrumented). The linker takes only the objects a target uses.
+FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
+               -std=gnu11 -D_GNU_SOURCE -Iinclude -Iuser/format -Iuser/daemon -I$(BUILD)/include
+$(BUILD)/fuzz/obj/%.o: %.c $(SKELS) $(wildcard include/*.h user/format/*.h user/daemon/*.h user/daemon/*/*.h)
 	@mkdir -p $(dir $@)
-	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iuser/format $^ -o $@ -lz -lm
+	$(CLANG) $(FUZZ_CFLAGS) -c $< -o $@
+$(BUILD)/fuzz/libfuzzed.a: $(FMT_SRCS:%.c=$(BUILD)/fuzz/obj/%.o) $(DAEMON_SRCS:%.c=$(BUILD)/fuzz/obj/%.o)
+	rm -f $@ && ar rcs $@ $^
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/fuzz/libfuzzed.a $(wildcard tests/fuzz/*.c)
+	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(BUILD)/fuzz/libfuzzed.a -o $@ $(LDLIBS_DAEMON)
+
+# The same targets without libFuzzer (tests/fuzz/replay_main.c): tests/test_fuzz_replay.sh
+# replays the kept findings (tests/fuzz/regressions/X/) with them in every test run.
+REPLAYS := $(FUZZ_SRCS:tests/fuzz/fuzz_%.c=$(BUILD)/tests/fuzz/replay_%)
+all: $(REPLAYS)
+$(BUILD)/tests/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $(wildcard tests/fuzz/*.c) $(BUILD)/libmemtraced.a $(BUILD)/libmemtrace.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $< tests/fuzz/replay_main.c $(BUILD)/libmemtraced.a $(BUILD)/libmemtrace.a -o $@ $(LDLIBS_DAEMON)
 
 test: deps all
 	bash tests/run.sh $(BUILD)
 
 FUZZ_SECONDS ?= 600
-fuzz: deps $(FUZZERS)
+fuzz: deps all $(FUZZERS)
 	bash tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS)
 
 bench: DEPS += $(DEPS_BENCH)

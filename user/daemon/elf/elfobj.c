@@ -6,9 +6,33 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "elfobj.h"
+
+int open_regular(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	struct stat st;
+	if (fd < 0) return -1;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	return fd;
+}
+
+ssize_t read_regular(const char *path, char *buf, size_t len)
+{
+	int fd = open_regular(path);
+	if (fd < 0) return -1;
+	ssize_t n = read(fd, buf, len - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	return n;
+}
 
 int elfobj_open(struct elfobj *o, const char *path, char *err, size_t errlen)
 {
@@ -19,9 +43,10 @@ int elfobj_open(struct elfobj *o, const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "libelf: %s", elf_errmsg(-1));
 		return -1;
 	}
-	o->fd = open(path, O_RDONLY | O_CLOEXEC);
+	o->fd = open_regular(path);
 	if (o->fd < 0) {
-		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		snprintf(err, errlen, "cannot open %s: %s", path,
+			 errno == EINVAL ? "not a regular file" : strerror(errno));
 		return -1;
 	}
 	o->elf = elf_begin(o->fd, ELF_C_READ, NULL);
@@ -82,6 +107,7 @@ static int scan_functions(const struct elfobj *o, Elf_Scn *scn, const GElf_Shdr 
 	Elf_Data *data = elf_getdata(scn, NULL);
 	if (!data || sh->sh_entsize == 0) return 0;
 	size_t n = sh->sh_size / sh->sh_entsize;
+	if (n > ELFOBJ_MAX_SYMBOLS) n = ELFOBJ_MAX_SYMBOLS;
 	for (size_t i = 0; i < n; i++) {
 		GElf_Sym sym;
 		if (!gelf_getsym(data, i, &sym)) break;
@@ -134,6 +160,19 @@ int elfobj_each_function(const struct elfobj *o, bool use_symtab, elfobj_functio
 	return rc;
 }
 
+bool elfobj_symbols_capped(const struct elfobj *o, bool use_symtab)
+{
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(o->elf, scn))) {
+		GElf_Shdr sh;
+		if (gelf_getshdr(scn, &sh) && sh.sh_entsize &&
+		    (sh.sh_type == SHT_DYNSYM || (use_symtab && sh.sh_type == SHT_SYMTAB)) &&
+		    sh.sh_size / sh.sh_entsize > ELFOBJ_MAX_SYMBOLS)
+			return true;
+	}
+	return false;
+}
+
 static char *dup_string(const char *strtab, size_t strsz, uint64_t off)
 {
 	if (!strtab || off >= strsz) return NULL;
@@ -153,7 +192,8 @@ int elfobj_dynamic(const struct elfobj *o, struct elf_dynamic *d)
 		GElf_Phdr ph;
 		if (!gelf_getphdr(o->elf, i, &ph)) continue;
 		if (ph.p_type == PT_DYNAMIC) { dyn_ph = ph; have_dyn = true; }
-		if (ph.p_type == PT_INTERP && ph.p_filesz > 0 && ph.p_filesz < PATH_MAX) {
+		/* ld.so takes the first PT_INTERP (the kernel too); a second one is ignored */
+		if (ph.p_type == PT_INTERP && !d->interp && ph.p_filesz > 0 && ph.p_filesz < PATH_MAX) {
 			Elf_Data *data = elf_getdata_rawchunk(o->elf, ph.p_offset, ph.p_filesz, ELF_T_BYTE);
 			if (data && data->d_buf)
 				d->interp = strndup(data->d_buf, ph.p_filesz);
@@ -183,6 +223,8 @@ int elfobj_dynamic(const struct elfobj *o, struct elf_dynamic *d)
 		char *s = NULL;
 		switch (e.d_tag) {
 		case DT_NEEDED:
+			/* (a real object needs a few dozen; the target's file sets the count) */
+			if (d->n_needed >= ELFOBJ_MAX_NEEDED) break;
 			if (!(s = dup_string(strtab, strsz, e.d_un.d_val))) break;
 			char **grown = realloc(d->needed, (d->n_needed + 1) * sizeof(*grown));
 			if (!grown) { free(s); break; }

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct elfobj {
 	int fd;
@@ -18,6 +19,13 @@ struct elfobj {
 	bool has_interp;      /* PT_INTERP: a dynamically linked program */
 	bool has_dynamic;     /* PT_DYNAMIC */
 };
+/* Opens a file the target controls (its objects, scripts, ld.so's files) read-only, and only
+ * if it is a regular file: a FIFO or a device planted at that path would block us or feed us
+ * forever. -1 with errno otherwise (EINVAL: not a regular file). */
+int open_regular(const char *path);
+/* Reads at most len - 1 bytes of such a file into buf, NUL-terminated; the count or -1. */
+ssize_t read_regular(const char *path, char *buf, size_t len);
+
 /* Opens path; fails unless it is a 64-bit x86-64 ELF file. */
 int elfobj_open(struct elfobj *o, const char *path, char *err, size_t errlen);
 void elfobj_close(struct elfobj *o);
@@ -35,8 +43,12 @@ struct elf_function {
 /* Return non-zero to stop the walk (that value is returned). */
 typedef int (*elfobj_function_fn)(void *ctx, const struct elf_function *f);
 /* Every exported (.dynsym, default version) function definition, in table order; with
- * use_symtab also .symtab's global ones (static executables). */
+ * use_symtab also .symtab's global ones (static executables). Each table is read up to
+ * ELFOBJ_MAX_SYMBOLS entries: a target's file sets how long the walk takes. */
 int elfobj_each_function(const struct elfobj *o, bool use_symtab, elfobj_function_fn fn, void *ctx);
+#define ELFOBJ_MAX_SYMBOLS (1u << 22)
+/* Does a symbol table that elfobj_each_function reads hold more than ELFOBJ_MAX_SYMBOLS? */
+bool elfobj_symbols_capped(const struct elfobj *o, bool use_symtab);
 
 /* What ld.so reads from an object's dynamic section. Strings are malloc'ed. */
 struct elf_dynamic {
@@ -45,6 +57,7 @@ struct elf_dynamic {
 	char *rpath, *runpath, *soname;
 	char *interp;         /* PT_INTERP, or NULL */
 };
+#define ELFOBJ_MAX_NEEDED 4096   /* DT_NEEDED entries read per object */
 int elfobj_dynamic(const struct elfobj *o, struct elf_dynamic *d);
 void elf_dynamic_free(struct elf_dynamic *d);
 /* Finds "glibc's release version X.Y" in .rodata; 0 and the version in out if found. */

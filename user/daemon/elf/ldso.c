@@ -62,7 +62,7 @@ int ldso_cache_lookup(const char *root, const char *name, char *out, size_t outl
 {
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/etc/ld.so.cache", root);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open_regular(path);
 	if (fd < 0) return -1;
 	struct stat st;
 	int rc = -1;
@@ -292,14 +292,9 @@ int ldso_load_order(const char *root, const char *exe, struct objlist *out, char
 	load_word_list(&s, getenv("LD_PRELOAD"), " :", "LD_PRELOAD library");
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/etc/ld.so.preload", root);
-	FILE *f = fopen(path, "re");
-	if (f) {
-		char buf[8192];
-		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-		buf[n] = 0;
-		fclose(f);
+	char buf[8192];
+	if (read_regular(path, buf, sizeof(buf)) >= 0)
 		load_word_list(&s, buf, " \t\n:", "/etc/ld.so.preload library");
-	}
 	/* Breadth first: each object's DT_NEEDED in order, objects in load order. */
 	for (int i = 0; i < s.n; i++)
 		for (int k = 0; k < s.objs[i].dyn.n_needed; k++)

@@ -399,6 +399,9 @@ void session_get_totals(struct session *s, struct session_totals *t)
 		t->unwind_truncated = ss.truncated;
 		t->unwind_errors = ss.unwind_errors;
 		t->unnamed_frames = ss.unnamed_codes;
+		t->capped_stacks = ss.capped_stacks;
+		t->capped_objects = ss.capped_objects;
+		t->capped_frames = ss.capped_codes;
 	}
 	struct stat sb;
 	if (s->out) t->trace_bytes = trace_out_bytes(s->out);
@@ -443,6 +446,12 @@ void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 	if (t.unnamed_frames)
 		fprintf(out, "; %llu distinct frames without a name (no symbol or debug info: install "
 			"the debug files, or set DEBUGINFOD_URLS)", (unsigned long long)t.unnamed_frames);
+	if (t.capped_stacks)
+		fprintf(out, "; %llu stacks cut at the frame cap", (unsigned long long)t.capped_stacks);
+	if (t.capped_objects)
+		fprintf(out, "; %llu objects over the debug-info, symbol or time cap (%llu distinct "
+			"frames named from symbols or object+offset)", (unsigned long long)t.capped_objects,
+			(unsigned long long)t.capped_frames);
 	if (t.other_pid) fprintf(out, "; %llu records of other processes ignored",
 				 (unsigned long long)t.other_pid);
 	if (!s->stacks && s->stacks_error[0])

@@ -51,6 +51,7 @@ struct session_totals {
 	uint64_t after_exec;                  /* records stamped after the target's exec, ignored */
 	uint64_t unwind_truncated, unwind_errors;
 	uint64_t unnamed_frames;              /* distinct frames left without a name */
+	uint64_t capped_stacks, capped_objects, capped_frames; /* caps hit (struct stacks_limits) */
 	uint64_t contexts;                    /* trie nodes */
 	uint64_t stacks;                      /* distinct call stacks sampled */
 	uint64_t nsamples;                    /* samples in the records (sum of nsamples) */

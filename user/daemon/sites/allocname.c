@@ -24,6 +24,7 @@ static uint64_t defined_symbol(const struct elfobj *o, const char *want)
 				continue;
 			Elf_Data *data = elf_getdata(scn, NULL);
 			size_t n = data ? sh.sh_size / sh.sh_entsize : 0;
+			if (n > ELFOBJ_MAX_SYMBOLS) n = ELFOBJ_MAX_SYMBOLS;
 			for (size_t i = 0; i < n; i++) {
 				GElf_Sym sym;
 				if (!gelf_getsym(data, i, &sym)) break;

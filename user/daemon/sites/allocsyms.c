@@ -100,6 +100,9 @@ static int resolve(const struct objlist *objs, bool static_exe, const char *what
 		/* The executable's own calls bind to its own definitions at link time, exported or
 		 * not (an allocator compiled in: mallocx is not in .dynsym), so its .symtab counts. */
 		alloc_defs_of(&o, i == 0, defs);
+		if (elfobj_symbols_capped(&o, i == 0))
+			notes_add(out->notes, sizeof(out->notes), "symbol table of %s read up to its %u "
+				  "first entries (the cap)", o.path, ELFOBJ_MAX_SYMBOLS);
 		int forwarders = 0, forward_example = -1, forward_target = -1;
 		for (int fn = 0; fn < AF_COUNT; fn++) {
 			if (bound[fn] || !defs[fn].found) continue;
@@ -452,11 +455,8 @@ static int follow_script(const char *root, char *tpath, size_t len)
 	for (int depth = 0; depth < 4; depth++) {
 		char open_path[PATH_MAX], line[PATH_MAX];
 		snprintf(open_path, sizeof(open_path), "%s%s", root, tpath);
-		FILE *f = fopen(open_path, "re");
-		if (!f) return -1;
-		size_t n = fread(line, 1, sizeof(line) - 1, f);
-		fclose(f);
-		line[n] = 0;
+		ssize_t n = read_regular(open_path, line, sizeof(line));
+		if (n < 0) return -1;
 		if (n < 2 || line[0] != '#' || line[1] != '!') return 0;
 		char *p = line + 2;
 		p += strspn(p, " \t");
@@ -487,10 +487,11 @@ int alloc_sites_for_exec(const char *exe_path, pid_t pid, struct alloc_sites *ou
 	} else {
 		snprintf(tpath, sizeof(tpath), "%s", exe_path);
 	}
+	errno = 0;
 	if (follow_script(root, tpath, sizeof(tpath)) != 0) {
 		snprintf(open_path, sizeof(open_path), "%s%s", root, tpath);
 		snprintf(err, errlen, "cannot read %s: %s", open_path,
-		         errno ? strerror(errno) : "bad #! line");
+		         errno == EINVAL ? "not a regular file" : errno ? strerror(errno) : "bad #! line");
 		return -1;
 	}
 	/* absolute, symlinks resolved: $ORIGIN is relative to the real file */

@@ -62,11 +62,18 @@ static void read_slots(const struct elfobj *o, struct slots *out)
 	}
 }
 
+static int by_addr(const void *a, const void *b)
+{
+	uint64_t x = ((const struct got_slot *)a)->addr, y = ((const struct got_slot *)b)->addr;
+	return x < y ? -1 : x > y;
+}
+
+/* Sorted by address: a target's file sets how many slots there are and how many branches
+ * look one up, so each lookup is a binary search. */
 static const struct got_slot *slot_at(const struct slots *sl, uint64_t addr)
 {
-	for (size_t i = 0; i < sl->n; i++)
-		if (sl->s[i].addr == addr) return &sl->s[i];
-	return NULL;
+	struct got_slot key = { .addr = addr };
+	return sl->n ? bsearch(&key, sl->s, sl->n, sizeof(key), by_addr) : NULL;
 }
 
 /* A PLT stub at vaddr: [endbr64] [bnd] jmp *disp(%rip). Returns the GOT slot, or 0. */
@@ -128,6 +135,7 @@ int alloc_forwarding_target(const struct elfobj *o, const struct fn_def defs[AF_
 	cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
 	struct slots sl = { 0 };
 	read_slots(o, &sl);
+	if (sl.n) qsort(sl.s, sl.n, sizeof(*sl.s), by_addr);
 	cs_insn *in = cs_malloc(cs);
 	const uint8_t *p = code;
 	size_t left = (size_t)got;

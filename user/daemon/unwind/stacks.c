@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "symbolize.h"
+#include "u64map.h"
 
 #define CODE_MASK ((UINT64_C(1) << 62) - 1)
 /* Automatic re-reads of the mappings (a pc in no known object) at most this often. */
@@ -43,94 +44,21 @@
 /* Frames collected per unwind before giving up (recursion gone wild, a CFI loop). */
 #define MAX_FRAMES 2048
 
-/* ---- a u64 -> u64 open-addressing hash map; key 0 is "empty" (no pc or code is 0) ---- */
-struct u64map {
-	uint64_t *keys, *vals;
-	size_t cap, n; /* cap: power of two */
+/* Caps on the work one target's files can cause (see struct stacks_limits). */
+static const struct stacks_limits default_limits = {
+	.max_frames = MAX_FRAMES,
+	.max_debug_bytes = UINT64_C(1) << 30,
+	.max_symbols = 1u << 22,
+	.max_symbolize_ns = UINT64_C(10) * 1000000000u,
+	.max_symbolized = 1u << 20,
 };
-
-static uint64_t mix64(uint64_t x) /* splitmix64 finalizer */
-{
-	x ^= x >> 30;
-	x *= UINT64_C(0xbf58476d1ce4e5b9);
-	x ^= x >> 27;
-	x *= UINT64_C(0x94d049bb133111eb);
-	x ^= x >> 31;
-	return x;
-}
-
-static uint64_t map_get(const struct u64map *m, uint64_t key)
-{
-	if (!m->cap)
-		return 0;
-	for (size_t i = mix64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		if (m->keys[i] == key)
-			return m->vals[i];
-		if (!m->keys[i])
-			return 0;
-	}
-}
-
-static int map_grow(struct u64map *m)
-{
-	size_t cap = m->cap ? m->cap * 2 : 1024;
-	uint64_t *keys = calloc(cap, sizeof(*keys)), *vals = calloc(cap, sizeof(*vals));
-	if (!keys || !vals) {
-		free(keys);
-		free(vals);
-		return -1;
-	}
-	for (size_t j = 0; j < m->cap; j++) {
-		if (!m->keys[j])
-			continue;
-		size_t i = mix64(m->keys[j]) & (cap - 1);
-		while (keys[i])
-			i = (i + 1) & (cap - 1);
-		keys[i] = m->keys[j];
-		vals[i] = m->vals[j];
-	}
-	free(m->keys);
-	free(m->vals);
-	m->keys = keys;
-	m->vals = vals;
-	m->cap = cap;
-	return 0;
-}
-
-static int map_put(struct u64map *m, uint64_t key, uint64_t val)
-{
-	if ((m->n + 1) * 2 > m->cap && map_grow(m) < 0)
-		return -1;
-	size_t i = mix64(key) & (m->cap - 1);
-	while (m->keys[i] && m->keys[i] != key)
-		i = (i + 1) & (m->cap - 1);
-	if (!m->keys[i])
-		m->n++;
-	m->keys[i] = key;
-	m->vals[i] = val;
-	return 0;
-}
-
-static void map_clear(struct u64map *m)
-{
-	if (m->cap) {
-		memset(m->keys, 0, m->cap * sizeof(*m->keys));
-		memset(m->vals, 0, m->cap * sizeof(*m->vals));
-	}
-	m->n = 0;
-}
-
-static void map_free(struct u64map *m)
-{
-	free(m->keys);
-	free(m->vals);
-	memset(m, 0, sizeof(*m));
-}
 
 /* ---- objects and codes ---- */
 struct object {          /* one per Dwfl_Module, hung on the module's userdata */
 	uint64_t hash;       /* of the build-id, or of the path when there is none */
 	Dwarf_Addr bias;     /* load address - ELF address */
+	enum symbolize_depth depth; /* lowered when the object goes over a cap */
+	uint64_t symbolize_ns;      /* time spent symbolizing its frames */
 	struct object *next; /* all objects, for stacks_close */
 };
 
@@ -150,6 +78,8 @@ struct stacks {
 	int mem_fd;  /* /proc/PID/mem, -1 if it could not be opened */
 	int root_fd; /* the target's root when it is not ours (O_PATH), else -1 */
 	char root_path[32]; /* "/proc/PID/root": how libdw names files opened under root_fd */
+	char *object_path;  /* stacks_open_object: the one ELF file, loaded at object_base */
+	uint64_t object_base;
 	uint64_t last_refresh_ns;
 
 	/* the sample being unwound */
@@ -161,6 +91,7 @@ struct stacks {
 	bool truncated;
 	uint64_t max_read;        /* past the highest copied byte the unwinder read */
 	uint64_t last_end;        /* of the last sample unwound to its end, else 0 */
+	bool frames_capped; /* the unwinder gave up at limits.max_frames */
 	int frame_index;
 	enum stacks_start start;  /* what frame 0 is */
 	Dwfl_Module *hidden;      /* that object, while its frames are being left out */
@@ -174,6 +105,8 @@ struct stacks {
 	struct object *objects;
 
 	struct stacks_stats stats;
+	struct stacks_limits limits;
+	Dwfl_Module *last_refused; /* the module whose debug file was last refused (counted once) */
 };
 
 static uint64_t now_ns(void)
@@ -191,7 +124,28 @@ static uint64_t hash_bytes(uint64_t seed, const void *p, size_t n)
 		h ^= b[i];
 		h *= UINT64_C(0x100000001b3);
 	}
-	return mix64(h);
+	return u64_mix(h);
+}
+
+/* Bytes of DWARF in an object's own sections (uncompressed size when compressed). */
+static uint64_t debug_bytes(Elf *elf)
+{
+	size_t shstrndx;
+	uint64_t total = 0;
+	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return 0;
+	for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn));) {
+		GElf_Shdr sh;
+		const char *name;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS ||
+		    !(name = elf_strptr(elf, shstrndx, sh.sh_name)) ||
+		    (strncmp(name, ".debug_", 7) != 0 && strncmp(name, ".zdebug_", 8) != 0))
+			continue;
+		GElf_Chdr ch;
+		uint64_t size = (sh.sh_flags & SHF_COMPRESSED) && gelf_getchdr(scn, &ch) ? ch.ch_size : sh.sh_size;
+		total += size < (UINT64_C(1) << 48) ? size : (UINT64_C(1) << 48);
+	}
+	return total;
 }
 
 static struct object *module_object(struct stacks *s, Dwfl_Module *mod)
@@ -217,6 +171,18 @@ static struct object *module_object(struct stacks *s, Dwfl_Module *mod)
 	o->hash = hash_bytes('P', path, strlen(path));
 	if (len > 0)
 		o->hash = hash_bytes(o->hash, bits, (size_t)len);
+	o->depth = SYMBOLIZE_FULL;
+	/* Caps before libdw parses the object's DWARF or searches its symbols (a separate debug
+	 * file is checked when found: cb_find_debuginfo). Loading the symbol table is linear; each
+	 * lookup in it is too (libdwfl 0.188 scans it), hence the cap on its size. */
+	Elf *elf = dwfl_module_getelf(mod, &bias);
+	int nsyms = dwfl_module_getsymtab(mod);
+	if (elf && debug_bytes(elf) > s->limits.max_debug_bytes)
+		o->depth = SYMBOLIZE_NAMES;
+	if (nsyms > 0 && (uint64_t)nsyms > s->limits.max_symbols)
+		o->depth = SYMBOLIZE_OFFSET;
+	if (o->depth != SYMBOLIZE_FULL)
+		s->stats.capped_objects++;
 	o->next = s->objects;
 	s->objects = o;
 	if (userdata)
@@ -226,17 +192,18 @@ static struct object *module_object(struct stacks *s, Dwfl_Module *mod)
 
 static struct code_entry *entry_of(const struct stacks *s, uint64_t code)
 {
-	uint64_t ix = map_get(&s->code_index, code);
+	uint64_t ix = u64map_get(&s->code_index, code);
 	return ix ? &s->entries[ix - 1] : NULL;
 }
 
 /* The code of (object, offset); symbolizes it (mod, pc: with symbolize_pc; mod NULL: a marker
  * with file/defname) the first time. 0 only when out of memory. */
 static uint64_t intern(struct stacks *s, uint64_t obj_hash, uint64_t offset, Dwfl_Module *mod,
-		       Dwarf_Addr pc, const char *file, const char *defname)
+		       Dwarf_Addr pc, enum symbolize_depth depth, const char *file,
+		       const char *defname)
 {
-	uint64_t h = mix64(obj_hash ^ mix64(offset + UINT64_C(0x9e3779b97f4a7c15)));
-	for (int tries = 0; tries < 64; tries++, h = mix64(h + 1)) {
+	uint64_t h = u64_mix(obj_hash ^ u64_mix(offset + UINT64_C(0x9e3779b97f4a7c15)));
+	for (int tries = 0; tries < 64; tries++, h = u64_mix(h + 1)) {
 		uint64_t code = h & CODE_MASK;
 		if (!code)
 			continue;
@@ -259,12 +226,15 @@ static uint64_t intern(struct stacks *s, uint64_t obj_hash, uint64_t offset, Dwf
 		e->code = code;
 		e->obj_hash = obj_hash;
 		e->offset = offset;
-		int n = mod ? symbolize_pc(mod, pc, &e->locs) : symbolize_marker(file, defname, &e->locs);
+		int n = mod ? symbolize_pc(mod, pc, depth, &e->locs)
+			    : symbolize_marker(file, defname, &e->locs);
+		if (mod && depth != SYMBOLIZE_FULL)
+			s->stats.capped_codes++;
 		e->nlocs = n > 0 ? n : 0;
-		if (mod && e->nlocs && e->locs[e->nlocs - 1].line == 0 && e->locs[e->nlocs - 1].defname &&
+		if (mod && depth == SYMBOLIZE_FULL && e->nlocs && e->locs[e->nlocs - 1].line == 0 && e->locs[e->nlocs - 1].defname &&
 		    strstr(e->locs[e->nlocs - 1].defname, "+0x"))
 			s->stats.unnamed_codes++;
-		if (map_put(&s->code_index, code, s->nentries + 1) < 0) {
+		if (u64map_put(&s->code_index, code, s->nentries + 1) < 0) {
 			symbolize_free(e->locs, e->nlocs);
 			return 0;
 		}
@@ -278,7 +248,8 @@ static uint64_t intern(struct stacks *s, uint64_t obj_hash, uint64_t offset, Dwf
 static uint64_t marker_code(struct stacks *s, const char *kind, uint64_t offset, const char *file,
 			    const char *defname)
 {
-	return intern(s, hash_bytes('M', kind, strlen(kind)), offset, NULL, 0, file, defname);
+	return intern(s, hash_bytes('M', kind, strlen(kind)), offset, NULL, 0, SYMBOLIZE_FULL, file,
+		      defname);
 }
 
 static uint64_t truncated_code(struct stacks *s, size_t stack_len)
@@ -286,6 +257,13 @@ static uint64_t truncated_code(struct stacks *s, size_t stack_len)
 	char defname[64];
 	snprintf(defname, sizeof defname, "[stack truncated at %zu bytes]", stack_len);
 	return marker_code(s, "truncated", stack_len, STACKS_TRUNCATED_FILE, defname);
+}
+
+static uint64_t capped_code(struct stacks *s, int frames)
+{
+	char defname[64];
+	snprintf(defname, sizeof defname, "[stack cut at %d frames]", frames);
+	return marker_code(s, "capped", (uint64_t)frames, STACKS_TRUNCATED_FILE, defname);
 }
 
 static uint64_t unknown_code(struct stacks *s, Dwarf_Addr pc)
@@ -334,9 +312,31 @@ static int cb_find_elf(Dwfl_Module *mod, void **userdata, const char *module_nam
 	return dwfl_linux_proc_find_elf(mod, userdata, module_name, base, file_name, elfp);
 }
 
+/* libdw's search for a separate debug file (build-id and .gnu_debuglink files, debuginfod),
+ * refusing one larger than the debug-info cap: the object is then named from its symbols. */
+static int cb_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+			     GElf_Addr base, const char *file_name, const char *debuglink_file,
+			     GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+	struct stacks *s = current;
+	int fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name,
+					      debuglink_file, debuglink_crc, debuginfo_file_name);
+	struct stat sb;
+	if (fd >= 0 && s && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size > s->limits.max_debug_bytes) {
+		close(fd);
+		free(*debuginfo_file_name);
+		*debuginfo_file_name = NULL;
+		if (s->last_refused != mod)
+			s->stats.capped_objects++;
+		s->last_refused = mod;
+		return -1;
+	}
+	return fd;
+}
+
 static const Dwfl_Callbacks proc_callbacks = {
 	.find_elf = cb_find_elf,
-	.find_debuginfo = dwfl_standard_find_debuginfo, /* build-id and .gnu_debuglink files */
+	.find_debuginfo = cb_find_debuginfo,
 };
 
 /* Same file (namespace or directory) for us and the target? */
@@ -450,8 +450,10 @@ static int cb_frame(Dwfl_Frame *frame, void *arg)
 			return DWARF_CB_OK;
 		s->hidden = NULL;
 	}
-	if (s->nframes >= MAX_FRAMES)
+	if (s->nframes >= s->limits.max_frames) {
+		s->frames_capped = true;
 		return DWARF_CB_ABORT;
+	}
 	/* A return address points after the call: pc - 1 is in the call instruction, the line
 	 * of the call site (activation frames: interrupted by a signal, the pc itself). */
 	s->frames[s->nframes++].pc = activation ? pc : pc - 1;
@@ -462,8 +464,18 @@ static int cb_frame(Dwfl_Frame *frame, void *arg)
 static int report_maps(struct stacks *s, char *err, size_t errlen)
 {
 	dwfl_report_begin(s->dwfl);
-	int rc = dwfl_linux_proc_report(s->dwfl, s->pid);
+	int rc;
+	if (s->object_path) /* no process: one object, mapped whole at its base */
+		rc = dwfl_report_elf(s->dwfl, s->object_path, s->object_path, -1, s->object_base,
+				     false) ? 0 : -1;
+	else
+		rc = dwfl_linux_proc_report(s->dwfl, s->pid);
 	dwfl_report_end(s->dwfl, NULL, NULL);
+	if (rc != 0 && s->object_path) {
+		if (err)
+			snprintf(err, errlen, "cannot load %s: %s", s->object_path, dwfl_errmsg(-1));
+		return -1;
+	}
 	if (rc != 0) {
 		if (err)
 			snprintf(err, errlen, "cannot read the mappings of pid %d (/proc/%d/maps): %s",
@@ -474,7 +486,8 @@ static int report_maps(struct stacks *s, char *err, size_t errlen)
 	return 0;
 }
 
-struct stacks *stacks_open(pid_t pid, char *err, size_t errlen)
+static struct stacks *open_common(pid_t pid, const char *object_path, uint64_t base, char *err,
+				  size_t errlen)
 {
 	if (err && errlen)
 		err[0] = '\0';
@@ -484,7 +497,8 @@ struct stacks *stacks_open(pid_t pid, char *err, size_t errlen)
 		return NULL;
 	}
 	struct stacks *s = calloc(1, sizeof(*s));
-	if (!s) {
+	if (!s || (object_path && !(s->object_path = strdup(object_path)))) {
+		free(s);
 		if (err)
 			snprintf(err, errlen, "stacks_open: out of memory");
 		return NULL;
@@ -492,8 +506,11 @@ struct stacks *stacks_open(pid_t pid, char *err, size_t errlen)
 	s->pid = pid;
 	s->mem_fd = -1;
 	s->root_fd = -1;
+	s->object_base = base;
+	s->limits = default_limits;
 	current = s;
-	open_target_root(s);
+	if (!object_path)
+		open_target_root(s);
 	s->dwfl = dwfl_begin(&proc_callbacks);
 	if (!s->dwfl) {
 		if (err)
@@ -514,7 +531,8 @@ struct stacks *stacks_open(pid_t pid, char *err, size_t errlen)
 	}
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/mem", (int)pid);
-	s->mem_fd = open(path, O_RDONLY | O_CLOEXEC); /* optional: -1 only loses truncation marks */
+	if (!object_path) /* optional: -1 only loses truncation marks */
+		s->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
 	return s;
 }
 
@@ -533,19 +551,31 @@ static bool has_mappings(pid_t pid)
 	return some;
 }
 
+struct stacks *stacks_open(pid_t pid, char *err, size_t errlen)
+{
+	return open_common(pid, NULL, 0, err, errlen);
+}
+
+struct stacks *stacks_open_object(const char *path, uint64_t base, char *err, size_t errlen)
+{
+	/* the pid only names the one thread the callbacks serve: no process is read */
+	return open_common(1, path, base, err, errlen);
+}
+
 void stacks_refresh(struct stacks *s)
 {
 	if (!s || !has_mappings(s->pid))
 		return;
 	current = s;
 	report_maps(s, NULL, 0);
-	map_clear(&s->pc_codes); /* a pc may now belong to another object */
+	u64map_clear(&s->pc_codes); /* a pc may now belong to another object */
 	s->stats.refreshes++;
 }
 
 static int unwind_once(struct stacks *s)
 {
 	s->truncated = false;
+	s->frames_capped = false;
 	s->frame_index = 0;
 	s->nframes = 0;
 	s->hidden = NULL;
@@ -557,14 +587,14 @@ static int unwind_once(struct stacks *s)
 static bool has_unknown_pc(struct stacks *s)
 {
 	for (int i = 0; i < s->nframes; i++)
-		if (!map_get(&s->pc_codes, s->frames[i].pc) && !dwfl_addrmodule(s->dwfl, s->frames[i].pc))
+		if (!u64map_get(&s->pc_codes, s->frames[i].pc) && !dwfl_addrmodule(s->dwfl, s->frames[i].pc))
 			return true;
 	return false;
 }
 
 static uint64_t code_of_pc(struct stacks *s, Dwarf_Addr pc)
 {
-	uint64_t code = map_get(&s->pc_codes, pc);
+	uint64_t code = u64map_get(&s->pc_codes, pc);
 	if (code)
 		return code;
 	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
@@ -575,9 +605,19 @@ static uint64_t code_of_pc(struct stacks *s, Dwarf_Addr pc)
 	struct object *o = module_object(s, mod);
 	if (!o)
 		return 0;
-	code = intern(s, o->hash, pc - o->bias, mod, pc, NULL, NULL);
+	enum symbolize_depth depth = o->depth;
+	if (s->stats.codes >= s->limits.max_symbolized)
+		depth = SYMBOLIZE_OFFSET;
+	uint64_t t0 = now_ns();
+	code = intern(s, o->hash, pc - o->bias, mod, pc, depth, NULL, NULL);
+	o->symbolize_ns += now_ns() - t0;
+	if (o->depth != SYMBOLIZE_OFFSET && o->symbolize_ns > s->limits.max_symbolize_ns) {
+		if (o->depth == SYMBOLIZE_FULL)
+			s->stats.capped_objects++;
+		o->depth = SYMBOLIZE_OFFSET;
+	}
 	if (code)
-		map_put(&s->pc_codes, pc, code);
+		u64map_put(&s->pc_codes, pc, code);
 	return code;
 }
 
@@ -611,7 +651,7 @@ int stacks_unwind_from(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_N
 	s->start = start;
 	s->stats.samples++;
 	current = s;
-	s->tid = tid > 0 ? tid : s->pid;
+	s->tid = tid > 0 && !s->object_path ? tid : s->pid;
 	s->regs = regs;
 	s->stack = stack;
 	s->stack_len = stack ? stack_len : 0;
@@ -641,7 +681,16 @@ int stacks_unwind_from(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_N
 		if (code)
 			codes[n++] = code;
 	}
-	if (s->truncated) {
+	if (s->frames_capped || s->nframes > max_codes) {
+		/* the stack goes on past the cap: its end is a marker that says so */
+		s->stats.capped_stacks++;
+		uint64_t code = capped_code(s, n < max_codes ? n : max_codes - 1);
+		if (code) {
+			if (n == max_codes)
+				n--;
+			codes[n++] = code;
+		}
+	} else if (s->truncated) {
 		s->stats.truncated++;
 		uint64_t code = truncated_code(s, s->stack_len);
 		if (code) {
@@ -668,6 +717,13 @@ int stacks_locations(void *stacks, uint64_t code, const mt_location **locs)
 	return e->nlocs;
 }
 
+void stacks_set_limits(struct stacks *s, const struct stacks_limits *limits)
+{
+	s->limits = *limits;
+	if (s->limits.max_frames <= 0 || s->limits.max_frames > MAX_FRAMES)
+		s->limits.max_frames = MAX_FRAMES;
+}
+
 void stacks_get_stats(const struct stacks *s, struct stacks_stats *out)
 {
 	if (s)
@@ -686,13 +742,14 @@ void stacks_close(struct stacks *s)
 		close(s->mem_fd);
 	if (s->root_fd >= 0)
 		close(s->root_fd);
+	free(s->object_path);
 	if (current == s)
 		current = NULL;
 	for (size_t i = 0; i < s->nentries; i++)
 		symbolize_free(s->entries[i].locs, s->entries[i].nlocs);
 	free(s->entries);
-	map_free(&s->pc_codes);
-	map_free(&s->code_index);
+	u64map_free(&s->pc_codes);
+	u64map_free(&s->code_index);
 	while (s->objects) {
 		struct object *o = s->objects;
 		s->objects = o->next;

@@ -39,6 +39,10 @@ struct stacks;
  * search: /usr/lib/debug/.build-id/xx/yyyy.debug, then the .gnu_debuglink name next to the
  * object, in its .debug/ and under /usr/lib/debug/DIR. */
 struct stacks *stacks_open(pid_t pid, char *err, size_t errlen);
+/* For tests and fuzzing: unwinds against one ELF file loaded at base (its load bias), as if
+ * a process mapped only it; no process is read (memory outside the stack copy is unreadable,
+ * so no truncation marks). tid in stacks_unwind is ignored. */
+struct stacks *stacks_open_object(const char *path, uint64_t base, char *err, size_t errlen);
 /* Re-reads the process's mappings (dlopen, exec). Also done automatically, rate-limited, when a
  * pc falls in no known object. */
 void stacks_refresh(struct stacks *s);
@@ -82,7 +86,26 @@ struct stacks_stats {
 	uint64_t unknown_pcs;    /* frames whose pc lay in no object even after a refresh */
 	uint64_t unnamed_codes;  /* distinct codes left without a name: object+0xOFFSET (no
 				    symbol, no debug info) */
+	uint64_t capped_stacks;  /* samples cut at the frame cap (or the caller's max_codes) */
+	uint64_t capped_objects; /* objects over the debug-info, symbol or time cap */
+	uint64_t capped_codes;   /* distinct codes of such objects, named from their symbols
+				    or object+0xOFFSET only */
 };
 void stacks_get_stats(const struct stacks *s, struct stacks_stats *out);
+
+/* Caps on the work one target's files can cause, the defaults in parentheses. Past the debug
+ * info cap an object's frames are named from its symbols; past the symbol, time or code cap,
+ * object+0xOFFSET. A stack past the frame cap ends in a "[stack cut at N frames]" marker
+ * (file STACKS_TRUNCATED_FILE). All counted in struct stacks_stats. */
+struct stacks_limits {
+	int max_frames;            /* frames per stack (2048, also the most there can be) */
+	uint64_t max_debug_bytes;  /* DWARF per object: its .debug_* sections, or the size of
+				      its separate debug file (1 GiB) */
+	uint64_t max_symbols;      /* symbol table entries per object (4 Mi) */
+	uint64_t max_symbolize_ns; /* time spent symbolizing one object's frames (10 s) */
+	uint64_t max_symbolized;   /* distinct codes symbolized per process (1 Mi) */
+};
+/* For tests: other caps than the defaults. */
+void stacks_set_limits(struct stacks *s, const struct stacks_limits *limits);
 
 #endif

@@ -7,6 +7,7 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,9 +101,9 @@ static const char *module_path(Dwfl_Module *mod)
 }
 
 /* The symbol table's name for pc, demangled, or "object+0xADDR". */
-static char *symbol_name(Dwfl_Module *mod, Dwarf_Addr pc)
+static char *symbol_name(Dwfl_Module *mod, Dwarf_Addr pc, bool use_symbols)
 {
-	char *n = name_or_demangled(dwfl_module_addrname(mod, pc));
+	char *n = use_symbols ? name_or_demangled(dwfl_module_addrname(mod, pc)) : NULL;
 	if (n)
 		return n;
 	Dwarf_Addr bias = 0;
@@ -140,12 +141,12 @@ static void from_dwarf(Dwfl_Module *mod, Dwarf_Addr pc, struct loclist *l)
 	int fi = ns > 0 ? next_function_scope(scopes, ns, 0) : -1;
 	if (fi < 0) {
 		/* DWARF lines but no function DIE (assembly sources): name from the symbols. */
-		push(l, file, line, col, symbol_name(mod, pc));
+		push(l, file, line, col, symbol_name(mod, pc, true));
 		free(scopes);
 		return;
 	}
 	char *name = die_function_name(&scopes[fi]);
-	push(l, file, line, col, name ? name : symbol_name(mod, pc));
+	push(l, file, line, col, name ? name : symbol_name(mod, pc, true));
 
 	Dwarf_Files *files = NULL;
 	size_t nfiles = 0;
@@ -166,7 +167,7 @@ static void from_dwarf(Dwfl_Module *mod, Dwarf_Addr pc, struct loclist *l)
 		int outer = next_function_scope(scopes, ns, fi + 1);
 		char *outer_name = outer >= 0 ? die_function_name(&scopes[outer]) : NULL;
 		push(l, call_file ? call_file : file, call_line, call_col,
-		     outer_name ? outer_name : symbol_name(mod, pc));
+		     outer_name ? outer_name : symbol_name(mod, pc, true));
 		if (outer < 0)
 			break;
 		fi = outer;
@@ -195,14 +196,15 @@ static int finish(struct loclist *l, mt_location **out)
 	return l->n;
 }
 
-int symbolize_pc(Dwfl_Module *mod, Dwarf_Addr pc, mt_location **out)
+int symbolize_pc(Dwfl_Module *mod, Dwarf_Addr pc, enum symbolize_depth depth, mt_location **out)
 {
 	struct loclist *l = calloc(1, sizeof(*l));
 	if (!l)
 		return -1;
-	from_dwarf(mod, pc, l);
+	if (depth == SYMBOLIZE_FULL)
+		from_dwarf(mod, pc, l);
 	if (l->n == 0 && !l->oom)
-		push(l, module_path(mod), 0, 0, symbol_name(mod, pc));
+		push(l, module_path(mod), 0, 0, symbol_name(mod, pc, depth != SYMBOLIZE_OFFSET));
 	int n = finish(l, out);
 	free(l);
 	return n;

@@ -12,7 +12,12 @@
  * Without DWARF: the symbol table's name (.symtab or .dynsym), demangled, with the object path
  * as file and line 0; without a symbol: "object+0xADDR". Returns n >= 1 and a malloc'd array
  * in *out whose strings are malloc'd too (symbolize_free frees both), or -1 on out of memory. */
-int symbolize_pc(Dwfl_Module *mod, Dwarf_Addr pc, mt_location **out);
+enum symbolize_depth {
+	SYMBOLIZE_FULL,   /* DWARF, else the symbol table, else object+0xADDR */
+	SYMBOLIZE_NAMES,  /* the symbol table, else object+0xADDR: no DWARF read */
+	SYMBOLIZE_OFFSET, /* object+0xADDR only: neither read */
+};
+int symbolize_pc(Dwfl_Module *mod, Dwarf_Addr pc, enum symbolize_depth depth, mt_location **out);
 void symbolize_free(mt_location *locs, int n);
 
 /* A one-location list for a code that has no object behind it (truncated stack, unknown pc). */

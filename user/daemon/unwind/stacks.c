@@ -35,14 +35,7 @@
 #include "symbolize.h"
 #include "u64map.h"
 
-#define CODE_MASK ((UINT64_C(1) << 62) - 1)
-/* Automatic re-reads of the mappings (a pc in no known object) at most this often. */
-#define AUTO_REFRESH_INTERVAL_NS 200000000ull
-#define EARLY_REFRESHES 4
-/* A failed read this far above the stack copy is "the stack goes on" (truncation). */
-#define STACK_SPAN (64ull << 20)
-/* Frames collected per unwind before giving up (recursion gone wild, a CFI loop). */
-#define MAX_FRAMES 2048
+#include "stacks_int.h"
 
 /* Caps on the work one target's files can cause (see struct stacks_limits). */
 static const struct stacks_limits default_limits = {
@@ -53,61 +46,6 @@ static const struct stacks_limits default_limits = {
 	.max_symbolized = 1u << 20,
 };
 
-/* ---- objects and codes ---- */
-struct object {          /* one per Dwfl_Module, hung on the module's userdata */
-	uint64_t hash;       /* of the build-id, or of the path when there is none */
-	Dwarf_Addr bias;     /* load address - ELF address */
-	enum symbolize_depth depth; /* lowered when the object goes over a cap */
-	uint64_t symbolize_ns;      /* time spent symbolizing its frames */
-	struct object *next; /* all objects, for stacks_close */
-};
-
-struct code_entry {
-	uint64_t code, obj_hash, offset;
-	mt_location *locs;
-	int nlocs;
-};
-
-struct frame_pc {
-	Dwarf_Addr pc; /* already the call site (return address - 1) for non-activation frames */
-};
-
-struct stacks {
-	pid_t pid;
-	Dwfl *dwfl;
-	int mem_fd;  /* /proc/PID/mem, -1 if it could not be opened */
-	int root_fd; /* the target's root when it is not ours (O_PATH), else -1 */
-	char root_path[32]; /* "/proc/PID/root": how libdw names files opened under root_fd */
-	char *object_path;  /* stacks_open_object: the one ELF file, loaded at object_base */
-	uint64_t object_base;
-	uint64_t last_refresh_ns;
-
-	/* the sample being unwound */
-	pid_t tid;
-	const uint64_t *regs;
-	const uint8_t *stack;
-	size_t stack_len;
-	uint64_t sp;
-	bool truncated;
-	uint64_t max_read;        /* past the highest copied byte the unwinder read */
-	uint64_t last_end;        /* of the last sample unwound to its end, else 0 */
-	bool frames_capped; /* the unwinder gave up at limits.max_frames */
-	int frame_index;
-	enum stacks_start start;  /* what frame 0 is */
-	Dwfl_Module *hidden;      /* that object, while its frames are being left out */
-	struct frame_pc frames[MAX_FRAMES];
-	int nframes;
-
-	struct u64map pc_codes;   /* pc -> code */
-	struct u64map code_index; /* code -> index in entries + 1 */
-	struct code_entry *entries;
-	size_t nentries, entries_cap;
-	struct object *objects;
-
-	struct stacks_stats stats;
-	struct stacks_limits limits;
-	Dwfl_Module *last_refused; /* the module whose debug file was last refused (counted once) */
-};
 
 static uint64_t now_ns(void)
 {
@@ -116,79 +54,7 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t hash_bytes(uint64_t seed, const void *p, size_t n)
-{
-	const unsigned char *b = p;
-	uint64_t h = UINT64_C(0xcbf29ce484222325) ^ seed; /* FNV-1a, then mixed */
-	for (size_t i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= UINT64_C(0x100000001b3);
-	}
-	return u64_mix(h);
-}
 
-/* Bytes of DWARF in an object's own sections (uncompressed size when compressed). */
-static uint64_t debug_bytes(Elf *elf)
-{
-	size_t shstrndx;
-	uint64_t total = 0;
-	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
-		return 0;
-	for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn));) {
-		GElf_Shdr sh;
-		const char *name;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS ||
-		    !(name = elf_strptr(elf, shstrndx, sh.sh_name)) ||
-		    (strncmp(name, ".debug_", 7) != 0 && strncmp(name, ".zdebug_", 8) != 0))
-			continue;
-		GElf_Chdr ch;
-		uint64_t size = (sh.sh_flags & SHF_COMPRESSED) && gelf_getchdr(scn, &ch) ? ch.ch_size : sh.sh_size;
-		total += size < (UINT64_C(1) << 48) ? size : (UINT64_C(1) << 48);
-	}
-	return total;
-}
-
-static struct object *module_object(struct stacks *s, Dwfl_Module *mod)
-{
-	void **userdata = NULL;
-	const char *path = dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
-	if (userdata && *userdata)
-		return *userdata;
-	struct object *o = calloc(1, sizeof(*o));
-	if (!o)
-		return NULL;
-	Dwarf_Addr bias = 0;
-	if (!dwfl_module_getelf(mod, &bias))
-		dwfl_module_info(mod, NULL, &bias, NULL, NULL, NULL, NULL, NULL); /* no ELF: start */
-	o->bias = bias;
-	const unsigned char *bits = NULL;
-	GElf_Addr vaddr;
-	int len = dwfl_module_build_id(mod, &bits, &vaddr);
-	/* build-id and path: a stripped copy of an object (same build-id, other symbols) at
-	 * another path keeps codes of its own */
-	if (!path)
-		path = "?";
-	o->hash = hash_bytes('P', path, strlen(path));
-	if (len > 0)
-		o->hash = hash_bytes(o->hash, bits, (size_t)len);
-	o->depth = SYMBOLIZE_FULL;
-	/* Caps before libdw parses the object's DWARF or searches its symbols (a separate debug
-	 * file is checked when found: cb_find_debuginfo). Loading the symbol table is linear; each
-	 * lookup in it is too (libdwfl 0.188 scans it), hence the cap on its size. */
-	Elf *elf = dwfl_module_getelf(mod, &bias);
-	int nsyms = dwfl_module_getsymtab(mod);
-	if (elf && debug_bytes(elf) > s->limits.max_debug_bytes)
-		o->depth = SYMBOLIZE_NAMES;
-	if (nsyms > 0 && (uint64_t)nsyms > s->limits.max_symbols)
-		o->depth = SYMBOLIZE_OFFSET;
-	if (o->depth != SYMBOLIZE_FULL)
-		s->stats.capped_objects++;
-	o->next = s->objects;
-	s->objects = o;
-	if (userdata)
-		*userdata = o;
-	return o;
-}
 
 static struct code_entry *entry_of(const struct stacks *s, uint64_t code)
 {
@@ -273,193 +139,6 @@ static uint64_t unknown_code(struct stacks *s, Dwarf_Addr pc)
 	return marker_code(s, "unknown", pc, STACKS_UNKNOWN_FILE, defname);
 }
 
-/* ---- libdw callbacks ---- */
-
-/* The struct stacks whose Dwfl the calling thread is using: libdw's find_elf callback gets no
- * argument of ours (and 0.188 has no module -> Dwfl accessor). Set by every public function
- * that may make libdw load an object; one struct stacks is used by one thread at a time. */
-static __thread struct stacks *current;
-
-/* Opens path (absolute, as the target sees it) under the target's root; -1 if absent. */
-static int open_in_root(int root_fd, const char *path)
-{
-	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT};
-	int fd = (int)syscall(SYS_openat2, root_fd, path, &how, sizeof how);
-	if (fd < 0)
-		return -1;
-	struct stat sb;
-	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) { /* never a device or a directory */
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-static int cb_find_elf(Dwfl_Module *mod, void **userdata, const char *module_name,
-		       Dwarf_Addr base, char **file_name, Elf **elfp)
-{
-	struct stacks *s = current;
-	if (s && s->root_fd >= 0 && module_name[0] == '/') {
-		int fd = open_in_root(s->root_fd, module_name);
-		if (fd >= 0) {
-			/* the name libdw searches .gnu_debuglink files next to: the target's view */
-			if (asprintf(file_name, "%s%s", s->root_path, module_name) < 0)
-				*file_name = NULL;
-			*elfp = NULL;
-			return fd;
-		}
-	}
-	return dwfl_linux_proc_find_elf(mod, userdata, module_name, base, file_name, elfp);
-}
-
-/* libdw's search for a separate debug file (build-id and .gnu_debuglink files, debuginfod),
- * refusing one larger than the debug-info cap: the object is then named from its symbols. */
-static int cb_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
-			     GElf_Addr base, const char *file_name, const char *debuglink_file,
-			     GElf_Word debuglink_crc, char **debuginfo_file_name)
-{
-	struct stacks *s = current;
-	int fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name,
-					      debuglink_file, debuglink_crc, debuginfo_file_name);
-	struct stat sb;
-	if (fd >= 0 && s && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size > s->limits.max_debug_bytes) {
-		close(fd);
-		free(*debuginfo_file_name);
-		*debuginfo_file_name = NULL;
-		if (s->last_refused != mod)
-			s->stats.capped_objects++;
-		s->last_refused = mod;
-		return -1;
-	}
-	return fd;
-}
-
-static const Dwfl_Callbacks proc_callbacks = {
-	.find_elf = cb_find_elf,
-	.find_debuginfo = cb_find_debuginfo,
-};
-
-/* Same file (namespace or directory) for us and the target? */
-static bool same_inode(const char *ours, const char *theirs)
-{
-	struct stat a, b;
-	if (stat(ours, &a) != 0 || stat(theirs, &b) != 0)
-		return true; /* cannot tell: our own paths are the best guess */
-	return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-}
-
-/* root_fd when the target's mount namespace or root is not ours. */
-static void open_target_root(struct stacks *s)
-{
-	char ns[64];
-	snprintf(s->root_path, sizeof s->root_path, "/proc/%d/root", (int)s->pid);
-	snprintf(ns, sizeof ns, "/proc/%d/ns/mnt", (int)s->pid);
-	if (same_inode("/proc/self/ns/mnt", ns) && same_inode("/", s->root_path))
-		return;
-	s->root_fd = open(s->root_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-}
-
-static pid_t cb_next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
-{
-	struct stacks *s = arg;
-	if (*thread_argp)
-		return 0;
-	*thread_argp = s;
-	return s->tid;
-}
-
-static bool cb_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
-{
-	struct stacks *s = arg;
-	*thread_argp = s;
-	return tid == s->tid;
-}
-
-static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
-{
-	struct stacks *s = arg;
-	if (addr >= s->sp && addr - s->sp <= s->stack_len && s->stack_len - (addr - s->sp) >= 8) {
-		memcpy(result, s->stack + (addr - s->sp), sizeof(*result));
-		if (addr + 8 > s->max_read) s->max_read = addr + 8;
-		return true;
-	}
-	if (s->mem_fd < 0 || addr > INT64_MAX - 8)
-		return false;
-	if (addr >= s->sp && addr - s->sp < STACK_SPAN) {
-		/* The live stack above the copy: not used (stale), only probed for existence. A
-		 * read of 0 bytes: the target has exited (no memory any more), so its stack cannot
-		 * be probed; the unwinder asking for more than the copy says the stack went on. */
-		Dwarf_Word probe;
-		ssize_t got = pread(s->mem_fd, &probe, sizeof probe, (off_t)addr);
-		if (got == (ssize_t)sizeof probe || (got == 0 && s->stack_len > 0))
-			s->truncated = true;
-		return false;
-	}
-	if (dwfl_addrmodule(dwfl, addr) &&
-	    pread(s->mem_fd, result, sizeof(*result), (off_t)addr) == (ssize_t)sizeof(*result))
-		return true;
-	return false;
-}
-
-static bool cb_set_initial_registers(Dwfl_Thread *thread, void *thread_arg)
-{
-	struct stacks *s = thread_arg;
-	return dwfl_thread_state_registers(thread, 0, STACKS_NREGS, (const Dwarf_Word *)s->regs);
-}
-
-static const Dwfl_Thread_Callbacks thread_callbacks = {
-	.next_thread = cb_next_thread,
-	.get_thread = cb_get_thread,
-	.memory_read = cb_memory_read,
-	.set_initial_registers = cb_set_initial_registers,
-};
-
-/* Is m the process's executable (the object mapped from /proc/PID/exe)? */
-static bool module_is_executable(struct stacks *s, Dwfl_Module *m)
-{
-	const char *mainfile = NULL;
-	dwfl_module_info(m, NULL, NULL, NULL, NULL, NULL, &mainfile, NULL);
-	if (!mainfile)
-		return false;
-	struct stat a, b;
-	char exe[64];
-	snprintf(exe, sizeof exe, "/proc/%d/exe", (int)s->pid);
-	return stat(mainfile, &a) == 0 && stat(exe, &b) == 0 && a.st_dev == b.st_dev &&
-	       a.st_ino == b.st_ino;
-}
-
-static int cb_frame(Dwfl_Frame *frame, void *arg)
-{
-	struct stacks *s = arg;
-	Dwarf_Addr pc;
-	bool activation;
-	if (!dwfl_frame_pc(frame, &pc, &activation))
-		return DWARF_CB_ABORT;
-	if (s->frame_index++ == 0 && s->start != STACKS_AT_SYSCALL) {
-		/* the allocation function itself, at its entry; or the probe site inside an
-		 * in-process sampler, whose object's frames are all left out (a sampler inside
-		 * the executable itself: only this frame) */
-		if (s->start == STACKS_IN_SAMPLER) {
-			Dwfl_Module *m = dwfl_addrmodule(s->dwfl, pc);
-			s->hidden = m && !module_is_executable(s, m) ? m : NULL;
-		}
-		return DWARF_CB_OK;
-	}
-	if (s->hidden) {
-		if (dwfl_addrmodule(s->dwfl, pc - 1) == s->hidden)
-			return DWARF_CB_OK;
-		s->hidden = NULL;
-	}
-	if (s->nframes >= s->limits.max_frames) {
-		s->frames_capped = true;
-		return DWARF_CB_ABORT;
-	}
-	/* A return address points after the call: pc - 1 is in the call instruction, the line
-	 * of the call site (activation frames: interrupted by a signal, the pc itself). */
-	s->frames[s->nframes++].pc = activation ? pc : pc - 1;
-	return DWARF_CB_OK;
-}
-
 /* ---- public API ---- */
 static int report_maps(struct stacks *s, char *err, size_t errlen)
 {
@@ -508,10 +187,10 @@ static struct stacks *open_common(pid_t pid, const char *object_path, uint64_t b
 	s->root_fd = -1;
 	s->object_base = base;
 	s->limits = default_limits;
-	current = s;
+	stacks_current = s;
 	if (!object_path)
-		open_target_root(s);
-	s->dwfl = dwfl_begin(&proc_callbacks);
+		stacks_open_target_root(s);
+	s->dwfl = dwfl_begin(&stacks_proc_callbacks);
 	if (!s->dwfl) {
 		if (err)
 			snprintf(err, errlen, "dwfl_begin: %s", dwfl_errmsg(-1));
@@ -522,7 +201,7 @@ static struct stacks *open_common(pid_t pid, const char *object_path, uint64_t b
 		stacks_close(s);
 		return NULL;
 	}
-	if (!dwfl_attach_state(s->dwfl, NULL, pid, &thread_callbacks, s)) {
+	if (!dwfl_attach_state(s->dwfl, NULL, pid, &stacks_thread_callbacks, s)) {
 		if (err)
 			snprintf(err, errlen, "cannot set up unwinding for pid %d: %s", (int)pid,
 				 dwfl_errmsg(-1));
@@ -566,7 +245,7 @@ void stacks_refresh(struct stacks *s)
 {
 	if (!s || !has_mappings(s->pid))
 		return;
-	current = s;
+	stacks_current = s;
 	report_maps(s, NULL, 0);
 	u64map_clear(&s->pc_codes); /* a pc may now belong to another object */
 	s->stats.refreshes++;
@@ -580,7 +259,7 @@ static int unwind_once(struct stacks *s)
 	s->nframes = 0;
 	s->hidden = NULL;
 	s->max_read = 0;
-	return dwfl_getthread_frames(s->dwfl, s->tid, cb_frame, s);
+	return dwfl_getthread_frames(s->dwfl, s->tid, stacks_cb_frame, s);
 }
 
 /* True when some frame's pc lies in no reported module. */
@@ -602,7 +281,7 @@ static uint64_t code_of_pc(struct stacks *s, Dwarf_Addr pc)
 		s->stats.unknown_pcs++;
 		return unknown_code(s, pc); /* not cached: a later refresh may find its object */
 	}
-	struct object *o = module_object(s, mod);
+	struct object *o = stacks_module_object(s, mod);
 	if (!o)
 		return 0;
 	enum symbolize_depth depth = o->depth;
@@ -650,7 +329,7 @@ int stacks_unwind_from(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_N
 		return 0;
 	s->start = start;
 	s->stats.samples++;
-	current = s;
+	stacks_current = s;
 	s->tid = tid > 0 && !s->object_path ? tid : s->pid;
 	s->regs = regs;
 	s->stack = stack;
@@ -743,8 +422,8 @@ void stacks_close(struct stacks *s)
 	if (s->root_fd >= 0)
 		close(s->root_fd);
 	free(s->object_path);
-	if (current == s)
-		current = NULL;
+	if (stacks_current == s)
+		stacks_current = NULL;
 	for (size_t i = 0; i < s->nentries; i++)
 		symbolize_free(s->entries[i].locs, s->entries[i].nlocs);
 	free(s->entries);

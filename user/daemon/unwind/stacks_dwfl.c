@@ -1,0 +1,263 @@
+/* The callbacks libdw calls while it unwinds a sample (see stacks.c): the objects (with their
+ * hash and their caps) and their debug files (under the target's root), finding objects and
+ * their debug files (under the target's root), the thread state (the sample's registers), the
+ * memory reads (the stack copy, constant mappings), and each frame found. */
+#include "stacks_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+__thread struct stacks *stacks_current;
+
+/* Bytes of DWARF in an object's own sections (uncompressed size when compressed). */
+static uint64_t debug_bytes(Elf *elf)
+{
+	size_t shstrndx;
+	uint64_t total = 0;
+	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return 0;
+	for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn));) {
+		GElf_Shdr sh;
+		const char *name;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS ||
+		    !(name = elf_strptr(elf, shstrndx, sh.sh_name)) ||
+		    (strncmp(name, ".debug_", 7) != 0 && strncmp(name, ".zdebug_", 8) != 0))
+			continue;
+		GElf_Chdr ch;
+		uint64_t size = (sh.sh_flags & SHF_COMPRESSED) && gelf_getchdr(scn, &ch) ? ch.ch_size : sh.sh_size;
+		total += size < (UINT64_C(1) << 48) ? size : (UINT64_C(1) << 48);
+	}
+	return total;
+}
+
+struct object *stacks_module_object(struct stacks *s, Dwfl_Module *mod)
+{
+	void **userdata = NULL;
+	const char *path = dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
+	if (userdata && *userdata)
+		return *userdata;
+	struct object *o = calloc(1, sizeof(*o));
+	if (!o)
+		return NULL;
+	Dwarf_Addr bias = 0;
+	if (!dwfl_module_getelf(mod, &bias))
+		dwfl_module_info(mod, NULL, &bias, NULL, NULL, NULL, NULL, NULL); /* no ELF: start */
+	o->bias = bias;
+	const unsigned char *bits = NULL;
+	GElf_Addr vaddr;
+	int len = dwfl_module_build_id(mod, &bits, &vaddr);
+	/* build-id and path: a stripped copy of an object (same build-id, other symbols) at
+	 * another path keeps codes of its own */
+	if (!path)
+		path = "?";
+	o->hash = hash_bytes('P', path, strlen(path));
+	if (len > 0)
+		o->hash = hash_bytes(o->hash, bits, (size_t)len);
+	o->depth = SYMBOLIZE_FULL;
+	/* Caps before libdw parses the object's DWARF or searches its symbols (a separate debug
+	 * file is checked when found: cb_find_debuginfo). Loading the symbol table is linear; each
+	 * lookup in it is too (libdwfl 0.188 scans it), hence the cap on its size. */
+	Elf *elf = dwfl_module_getelf(mod, &bias);
+	int nsyms = dwfl_module_getsymtab(mod);
+	if (elf && debug_bytes(elf) > s->limits.max_debug_bytes)
+		o->depth = SYMBOLIZE_NAMES;
+	if (nsyms > 0 && (uint64_t)nsyms > s->limits.max_symbols)
+		o->depth = SYMBOLIZE_OFFSET;
+	if (o->depth != SYMBOLIZE_FULL)
+		s->stats.capped_objects++;
+	o->next = s->objects;
+	s->objects = o;
+	if (userdata)
+		*userdata = o;
+	return o;
+}
+
+/* ---- libdw callbacks ---- */
+
+
+/* Opens path (absolute, as the target sees it) under the target's root; -1 if absent. */
+static int open_in_root(int root_fd, const char *path)
+{
+	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT};
+	int fd = (int)syscall(SYS_openat2, root_fd, path, &how, sizeof how);
+	if (fd < 0)
+		return -1;
+	struct stat sb;
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) { /* never a device or a directory */
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int cb_find_elf(Dwfl_Module *mod, void **userdata, const char *module_name,
+		       Dwarf_Addr base, char **file_name, Elf **elfp)
+{
+	struct stacks *s = stacks_current;
+	if (s && s->root_fd >= 0 && module_name[0] == '/') {
+		int fd = open_in_root(s->root_fd, module_name);
+		if (fd >= 0) {
+			/* the name libdw searches .gnu_debuglink files next to: the target's view */
+			if (asprintf(file_name, "%s%s", s->root_path, module_name) < 0)
+				*file_name = NULL;
+			*elfp = NULL;
+			return fd;
+		}
+	}
+	return dwfl_linux_proc_find_elf(mod, userdata, module_name, base, file_name, elfp);
+}
+
+/* libdw's search for a separate debug file (build-id and .gnu_debuglink files, debuginfod),
+ * refusing one larger than the debug-info cap: the object is then named from its symbols. */
+static int cb_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+			     GElf_Addr base, const char *file_name, const char *debuglink_file,
+			     GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+	struct stacks *s = stacks_current;
+	int fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name,
+					      debuglink_file, debuglink_crc, debuginfo_file_name);
+	struct stat sb;
+	if (fd >= 0 && s && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size > s->limits.max_debug_bytes) {
+		close(fd);
+		free(*debuginfo_file_name);
+		*debuginfo_file_name = NULL;
+		if (s->last_refused != mod)
+			s->stats.capped_objects++;
+		s->last_refused = mod;
+		return -1;
+	}
+	return fd;
+}
+
+const Dwfl_Callbacks stacks_proc_callbacks = {
+	.find_elf = cb_find_elf,
+	.find_debuginfo = cb_find_debuginfo,
+};
+
+/* Same file (namespace or directory) for us and the target? */
+static bool same_inode(const char *ours, const char *theirs)
+{
+	struct stat a, b;
+	if (stat(ours, &a) != 0 || stat(theirs, &b) != 0)
+		return true; /* cannot tell: our own paths are the best guess */
+	return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* root_fd when the target's mount namespace or root is not ours. */
+void stacks_open_target_root(struct stacks *s)
+{
+	char ns[64];
+	snprintf(s->root_path, sizeof s->root_path, "/proc/%d/root", (int)s->pid);
+	snprintf(ns, sizeof ns, "/proc/%d/ns/mnt", (int)s->pid);
+	if (same_inode("/proc/self/ns/mnt", ns) && same_inode("/", s->root_path))
+		return;
+	s->root_fd = open(s->root_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
+static pid_t cb_next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+	struct stacks *s = arg;
+	if (*thread_argp)
+		return 0;
+	*thread_argp = s;
+	return s->tid;
+}
+
+static bool cb_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+	struct stacks *s = arg;
+	*thread_argp = s;
+	return tid == s->tid;
+}
+
+static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+	struct stacks *s = arg;
+	if (addr >= s->sp && addr - s->sp <= s->stack_len && s->stack_len - (addr - s->sp) >= 8) {
+		memcpy(result, s->stack + (addr - s->sp), sizeof(*result));
+		if (addr + 8 > s->max_read) s->max_read = addr + 8;
+		return true;
+	}
+	if (s->mem_fd < 0 || addr > INT64_MAX - 8)
+		return false;
+	if (addr >= s->sp && addr - s->sp < STACK_SPAN) {
+		/* The live stack above the copy: not used (stale), only probed for existence. A
+		 * read of 0 bytes: the target has exited (no memory any more), so its stack cannot
+		 * be probed; the unwinder asking for more than the copy says the stack went on. */
+		Dwarf_Word probe;
+		ssize_t got = pread(s->mem_fd, &probe, sizeof probe, (off_t)addr);
+		if (got == (ssize_t)sizeof probe || (got == 0 && s->stack_len > 0))
+			s->truncated = true;
+		return false;
+	}
+	if (dwfl_addrmodule(dwfl, addr) &&
+	    pread(s->mem_fd, result, sizeof(*result), (off_t)addr) == (ssize_t)sizeof(*result))
+		return true;
+	return false;
+}
+
+static bool cb_set_initial_registers(Dwfl_Thread *thread, void *thread_arg)
+{
+	struct stacks *s = thread_arg;
+	return dwfl_thread_state_registers(thread, 0, STACKS_NREGS, (const Dwarf_Word *)s->regs);
+}
+
+const Dwfl_Thread_Callbacks stacks_thread_callbacks = {
+	.next_thread = cb_next_thread,
+	.get_thread = cb_get_thread,
+	.memory_read = cb_memory_read,
+	.set_initial_registers = cb_set_initial_registers,
+};
+
+/* Is m the process's executable (the object mapped from /proc/PID/exe)? */
+static bool module_is_executable(struct stacks *s, Dwfl_Module *m)
+{
+	const char *mainfile = NULL;
+	dwfl_module_info(m, NULL, NULL, NULL, NULL, NULL, &mainfile, NULL);
+	if (!mainfile)
+		return false;
+	struct stat a, b;
+	char exe[64];
+	snprintf(exe, sizeof exe, "/proc/%d/exe", (int)s->pid);
+	return stat(mainfile, &a) == 0 && stat(exe, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+int stacks_cb_frame(Dwfl_Frame *frame, void *arg)
+{
+	struct stacks *s = arg;
+	Dwarf_Addr pc;
+	bool activation;
+	if (!dwfl_frame_pc(frame, &pc, &activation))
+		return DWARF_CB_ABORT;
+	if (s->frame_index++ == 0 && s->start != STACKS_AT_SYSCALL) {
+		/* the allocation function itself, at its entry; or the probe site inside an
+		 * in-process sampler, whose object's frames are all left out (a sampler inside
+		 * the executable itself: only this frame) */
+		if (s->start == STACKS_IN_SAMPLER) {
+			Dwfl_Module *m = dwfl_addrmodule(s->dwfl, pc);
+			s->hidden = m && !module_is_executable(s, m) ? m : NULL;
+		}
+		return DWARF_CB_OK;
+	}
+	if (s->hidden) {
+		if (dwfl_addrmodule(s->dwfl, pc - 1) == s->hidden)
+			return DWARF_CB_OK;
+		s->hidden = NULL;
+	}
+	if (s->nframes >= s->limits.max_frames) {
+		s->frames_capped = true;
+		return DWARF_CB_ABORT;
+	}
+	/* A return address points after the call: pc - 1 is in the call instruction, the line
+	 * of the call site (activation frames: interrupted by a signal, the pc itself). */
+	s->frames[s->nframes++].pc = activation ? pc : pc - 1;
+	return DWARF_CB_OK;
+}

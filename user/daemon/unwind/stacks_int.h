@@ -1,0 +1,104 @@
+/* The unwinder's state, shared by stacks.c (opening, unwinding, codes) and stacks_dwfl.c (the
+ * callbacks libdw calls). Not an interface. */
+#ifndef MEMTRACED_UNWIND_STACKS_INT_H
+#define MEMTRACED_UNWIND_STACKS_INT_H
+#include <elfutils/libdwfl.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "stacks.h"
+#include "symbolize.h"
+#include "u64map.h"
+
+#define CODE_MASK ((UINT64_C(1) << 62) - 1)
+/* Automatic re-reads of the mappings (a pc in no known object) at most this often. */
+#define AUTO_REFRESH_INTERVAL_NS 200000000ull
+#define EARLY_REFRESHES 4
+/* A failed read this far above the stack copy is "the stack goes on" (truncation). */
+#define STACK_SPAN (64ull << 20)
+/* Frames collected per unwind before giving up (recursion gone wild, a CFI loop). */
+#define MAX_FRAMES 2048
+
+
+/* ---- objects and codes ---- */
+struct object {          /* one per Dwfl_Module, hung on the module's userdata */
+	uint64_t hash;       /* of the build-id, or of the path when there is none */
+	Dwarf_Addr bias;     /* load address - ELF address */
+	enum symbolize_depth depth; /* lowered when the object goes over a cap */
+	uint64_t symbolize_ns;      /* time spent symbolizing its frames */
+	struct object *next; /* all objects, for stacks_close */
+};
+
+struct code_entry {
+	uint64_t code, obj_hash, offset;
+	mt_location *locs;
+	int nlocs;
+};
+
+struct frame_pc {
+	Dwarf_Addr pc; /* already the call site (return address - 1) for non-activation frames */
+};
+
+struct stacks {
+	pid_t pid;
+	Dwfl *dwfl;
+	int mem_fd;  /* /proc/PID/mem, -1 if it could not be opened */
+	int root_fd; /* the target's root when it is not ours (O_PATH), else -1 */
+	char root_path[32]; /* "/proc/PID/root": how libdw names files opened under root_fd */
+	char *object_path;  /* stacks_open_object: the one ELF file, loaded at object_base */
+	uint64_t object_base;
+	uint64_t last_refresh_ns;
+
+	/* the sample being unwound */
+	pid_t tid;
+	const uint64_t *regs;
+	const uint8_t *stack;
+	size_t stack_len;
+	uint64_t sp;
+	bool truncated;
+	uint64_t max_read;        /* past the highest copied byte the unwinder read */
+	uint64_t last_end;        /* of the last sample unwound to its end, else 0 */
+	bool frames_capped; /* the unwinder gave up at limits.max_frames */
+	int frame_index;
+	enum stacks_start start;  /* what frame 0 is */
+	Dwfl_Module *hidden;      /* that object, while its frames are being left out */
+	struct frame_pc frames[MAX_FRAMES];
+	int nframes;
+
+	struct u64map pc_codes;   /* pc -> code */
+	struct u64map code_index; /* code -> index in entries + 1 */
+	struct code_entry *entries;
+	size_t nentries, entries_cap;
+	struct object *objects;
+
+	struct stacks_stats stats;
+	struct stacks_limits limits;
+	Dwfl_Module *last_refused; /* the module whose debug file was last refused (counted once) */
+};
+
+
+/* The struct stacks whose Dwfl the calling thread is using: libdw's find_elf callback gets no
+ * argument of ours (and 0.188 has no module -> Dwfl accessor). Set by every public function
+ * that may make libdw load an object; one struct stacks is used by one thread at a time. */
+extern __thread struct stacks *stacks_current;
+
+/* FNV-1a style mixing of bytes into a seed (codes and object hashes). */
+static inline uint64_t hash_bytes(uint64_t seed, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	uint64_t h = UINT64_C(0xcbf29ce484222325) ^ seed; /* FNV-1a, then mixed */
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= UINT64_C(0x100000001b3);
+	}
+	return u64_mix(h);
+}
+
+/* stacks_dwfl.c */
+extern const Dwfl_Callbacks stacks_proc_callbacks;
+extern const Dwfl_Thread_Callbacks stacks_thread_callbacks;
+void stacks_open_target_root(struct stacks *s);
+int stacks_cb_frame(Dwfl_Frame *frame, void *arg);
+struct object *stacks_module_object(struct stacks *s, Dwfl_Module *mod);
+
+#endif

@@ -1,7 +1,6 @@
-/* The callbacks libdw calls while it unwinds a sample (see stacks.c): the objects (with their
- * hash and their caps) and their debug files (under the target's root), finding objects and
- * their debug files (under the target's root), the thread state (the sample's registers), the
- * memory reads (the stack copy, constant mappings), and each frame found. */
+/* The callbacks libdw calls while it unwinds a sample (see stacks.c): the objects (their hash
+ * and their caps) and their debug files, found under the target's root; the thread state (the
+ * sample's registers); the memory reads (the stack copy, constant mappings); each frame found. */
 #include "stacks_int.h"
 
 #include <errno.h>

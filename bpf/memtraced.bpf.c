@@ -86,15 +86,13 @@ struct {
 } inflight SEC(".maps");
 
 /* Per thread (task local storage: created once per thread, then written in place, no map
- * update): the last UNSAMPLED call of a function that may call another probed one, and where
- * the resident part of the thread's stack ends. */
+ * update): the last UNSAMPLED call of a function that may call another probed one. */
 struct unsampled_outer {
 	__u64 sp;   /* its rsp at entry (where its return address is) */
 	__u64 ret;  /* its return address */
 	__u64 ip;   /* its entry address */
 	__u32 fn;
 	__u32 pad;
-	__u64 stack_limit; /* a copy up to here worked where the whole VMA did not (0: unknown) */
 };
 
 struct {
@@ -407,10 +405,7 @@ static __always_inline __u64 stack_room(__u64 sp, __u64 *room)
 	return len;
 }
 
-/* The untouched gap the kernel leaves under a process's environment is within this distance
- * of the top of the main stack; an unreadable page deeper down is a part of a frame not
- * touched yet (a large local buffer), which the next call may well touch: not remembered. */
-#define STACK_TOP_GAP (32 * 1024)
+
 
 /* Copies len (<= cap) bytes of user stack from sp into buf; when a page in that range is not
  * resident (the kernel leaves a random gap of up to 8 KiB untouched near the top of the main
@@ -479,8 +474,11 @@ static __noinline __u32 copy_stack(__u8 *buf, __u64 sp, __u64 len)
  * program could share one if the kernel preempts BPF programs (preempt=full): a busy flag per
  * CPU keeps the buffer ours meanwhile (the other sample is counted as a ring-buffer drop). */
 /* Where each thread's stack ends, as its last unwound sample showed (userspace writes it): a
- * copy stops there (plus a little), where the stack's mapping may go on (thread stacks side by
- * side in one mapping, a main thread's environment). Cut short once, userspace removes it. */
+ * copy stops there (plus a little), where the stack's mapping may go on (a main thread's
+ * environment, with the kernel's untouched gap under it that made every copy fault and search
+ * for its readable prefix; a thread's TLS). Cut short once, userspace removes it. (An
+ * unreadable page learned per thread did that before, but a page untouched then is a frame of
+ * a later call: such copies stopped in the middle of stacks.) */
 #define STACK_END_SLACK 256
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -541,14 +539,6 @@ static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cpu
 	__u64 sp = call->entry_sp;
 	__u64 room;
 	__u64 len = stack_room(sp, &room);
-	/* A thread's stack often has a never-touched page near its top (the kernel's random gap
-	 * under the environment): start from the limit found last time instead of faulting on it
-	 * again (each failed read is a trap). */
-	struct unsampled_outer *ts = bpf_task_storage_get(&unsampled_outer, bpf_get_current_task_btf(),
-							  0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	__u64 limit = ts ? ts->stack_limit : 0;
-	if (limit > sp && limit - sp < len)
-		len = limit - sp;
 	/* A thread's first copy: its frames end below its thread pointer (glibc: the TCB and the
 	 * static TLS at the top of its stack block, x86-64 TLS variant II), not at the end of the
 	 * mapping. The main thread's TLS is elsewhere: fsbase is then not above sp in reach. */
@@ -598,8 +588,6 @@ static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cpu
 		return;
 	}
 	__sync_fetch_and_add(&st->samples, 1);
-	if (ts && copied > 0 && (__u64)copied < len && room - copied <= STACK_TOP_GAP)
-		ts->stack_limit = sp + copied;
 }
 
 /* Return of a call whose entry kept a return probe. match_call: fallback mode, where every

@@ -120,8 +120,37 @@ static void *intake_main(void *arg)
 	return NULL;
 }
 
+/* The target's mappings, read while it is held at its exit: a library it dlopen'ed just before
+ * may be met by the unwinder only after it is gone. */
+static char *read_maps(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f) return NULL;
+	size_t len = 0, cap = 0;
+	char *buf = NULL, chunk[8192];
+	size_t n;
+	while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && len < (16u << 20)) {
+		if (len + n + 1 > cap) {
+			cap = (len + n + 1) * 2;
+			char *grown = realloc(buf, cap);
+			if (!grown) break;
+			buf = grown;
+		}
+		memcpy(buf + len, chunk, n);
+		len += n;
+		buf[len] = '\0';
+	}
+	fclose(f);
+	return buf;
+}
+
 void session_target_exiting(struct session *s, int timeout_ms)
 {
+	char *maps = read_maps(s->pid);
+	char *expected = NULL;
+	if (maps && !atomic_compare_exchange_strong(&s->final_maps, &expected, maps)) free(maps);
 	struct timespec until = deadline_after_ms(timeout_ms);
 	pthread_mutex_lock(&s->drain_lock);
 	uint64_t req = atomic_fetch_add(&s->drain_req, 1) + 1;
@@ -144,6 +173,8 @@ static void handle_items(struct session *s, struct rq_item *list)
 		if (!s->stacks && !s->stacks_error[0])
 			snprintf(s->stacks_error, sizeof s->stacks_error, "%s", s->early_error);
 	}
+	char *maps = atomic_load(&s->final_maps);
+	if (maps && s->stacks) stacks_set_final_maps(s->stacks, maps); /* it keeps a copy */
 	/* taken before asking: an exec before any record of the list is known by now */
 	if (list && s->exec_time && !s->exec_ns) s->exec_ns = s->exec_time(s->exec_ctx, s->pid);
 	for (struct rq_item *it = list; it; it = it->next) {
@@ -501,6 +532,7 @@ void session_close(struct session *s)
 	if (s->lazy_stacks && atomic_load(&s->early_done) && s->early_stacks)
 		stacks_close(s->early_stacks); /* never handed over */
 	trie_free(s->trie);
+	free(atomic_load(&s->final_maps));
 	mappings_free(&s->maps);
 	pthread_mutex_destroy(&s->drain_lock);
 	pthread_cond_destroy(&s->drain_cond);

@@ -51,7 +51,8 @@ struct session {
 	 * record, while the process surely runs (the session thread may handle that record only
 	 * after a short-lived process or program is gone), and hands it over through the queue. */
 	bool lazy_stacks;
-	bool stacks_provisional;          /* opened by the session thread for an early mapping */
+	bool stacks_provisional;
+	_Atomic(char *) final_maps;       /* its /proc/PID/maps at its exit (session_target_exiting) */          /* opened by the session thread for an early mapping */
 	bool intake_opens_stacks;         /* set before the intake thread starts */
 	bool early_tried;                 /* intake thread only */
 	struct stacks *early_stacks;      /* written before early_done is set */

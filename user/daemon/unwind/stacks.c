@@ -140,6 +140,21 @@ static uint64_t unknown_code(struct stacks *s, Dwarf_Addr pc)
 }
 
 /* ---- public API ---- */
+/* Has pid still got mappings to read? An exiting process's /proc/PID/maps is empty: reading
+ * it would drop every module the unwinder knows, and the records still queued of its life
+ * would lose their stacks. */
+static bool has_mappings(pid_t pid)
+{
+	char path[64], c;
+	snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	bool some = read(fd, &c, 1) == 1;
+	close(fd);
+	return some;
+}
+
 static int report_maps(struct stacks *s, char *err, size_t errlen)
 {
 	dwfl_report_begin(s->dwfl);
@@ -147,7 +162,11 @@ static int report_maps(struct stacks *s, char *err, size_t errlen)
 	if (s->object_path) /* no process: one object, mapped whole at its base */
 		rc = dwfl_report_elf(s->dwfl, s->object_path, s->object_path, -1, s->object_base,
 				     false) ? 0 : -1;
-	else
+	else if (s->final_maps && !has_mappings(s->pid)) { /* gone: its mappings at its exit */
+		FILE *f = fmemopen(s->final_maps, strlen(s->final_maps), "r");
+		rc = f ? dwfl_linux_proc_maps_report(s->dwfl, f) : -1;
+		if (f) fclose(f);
+	} else
 		rc = dwfl_linux_proc_report(s->dwfl, s->pid);
 	dwfl_report_end(s->dwfl, NULL, NULL);
 	if (rc != 0 && s->object_path) {
@@ -215,20 +234,6 @@ static struct stacks *open_common(pid_t pid, const char *object_path, uint64_t b
 	return s;
 }
 
-/* Has pid still got mappings to read? An exiting process's /proc/PID/maps is empty: reading
- * it would drop every module the unwinder knows, and the records still queued of its life
- * would lose their stacks. */
-static bool has_mappings(pid_t pid)
-{
-	char path[64], c;
-	snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	bool some = read(fd, &c, 1) == 1;
-	close(fd);
-	return some;
-}
 
 struct stacks *stacks_open(pid_t pid, char *err, size_t errlen)
 {
@@ -241,9 +246,15 @@ struct stacks *stacks_open_object(const char *path, uint64_t base, char *err, si
 	return open_common(1, path, base, err, errlen);
 }
 
+void stacks_set_final_maps(struct stacks *s, const char *maps)
+{
+	if (!s || s->final_maps || !maps) return;
+	s->final_maps = strdup(maps);
+}
+
 void stacks_refresh(struct stacks *s)
 {
-	if (!s || !has_mappings(s->pid))
+	if (!s || (!has_mappings(s->pid) && !s->final_maps))
 		return;
 	stacks_current = s;
 	report_maps(s, NULL, 0);
@@ -422,6 +433,7 @@ void stacks_close(struct stacks *s)
 	if (s->root_fd >= 0)
 		close(s->root_fd);
 	free(s->object_path);
+	free(s->final_maps);
 	if (stacks_current == s)
 		stacks_current = NULL;
 	for (size_t i = 0; i < s->nentries; i++)

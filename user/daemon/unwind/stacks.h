@@ -46,6 +46,9 @@ struct stacks *stacks_open_object(const char *path, uint64_t base, char *err, si
 /* Re-reads the process's mappings (dlopen, exec). Also done automatically, rate-limited, when a
  * pc falls in no known object. */
 void stacks_refresh(struct stacks *s);
+/* The target's /proc/PID/maps text, read at its exit while it was held there: used when the
+ * mappings must be re-read after it is gone (a library it dlopen'ed shortly before). */
+void stacks_set_final_maps(struct stacks *s, const char *maps);
 /* Unwinds a sample (regs/stack as in struct tracer_alloc) and returns location codes,
  * INNERMOST FIRST, n >= 0. The allocation function's own frame (rip = its entry) is left out:
  * codes[0] is the call site in its caller (return address - 1). A stack deeper than the copy

@@ -56,6 +56,7 @@ struct stacks {
 	size_t stack_len;
 	uint64_t sp;
 	bool truncated;
+	char *final_maps;         /* the target's /proc/PID/maps at its exit (stacks_set_final_maps) */
 	uint64_t max_read;        /* past the highest copied byte the unwinder read */
 	uint64_t last_end;        /* of the last sample unwound to its end, else 0 */
 	bool frames_capped; /* the unwinder gave up at limits.max_frames */

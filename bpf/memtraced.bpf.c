@@ -479,7 +479,7 @@ static __noinline __u32 copy_stack(__u8 *buf, __u64 sp, __u64 len)
  * for its readable prefix; a thread's TLS). Cut short once, userspace removes it. (An
  * unreadable page learned per thread did that before, but a page untouched then is a frame of
  * a later call: such copies stopped in the middle of stacks.) */
-#define STACK_END_SLACK 256
+#define STACK_END_SLACK 2048
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);

@@ -179,7 +179,9 @@ void session_on_alloc(struct session *s, const struct tracer_alloc *a)
 	int n = s->stacks ? stacks_unwind_from(s->stacks, (pid_t)a->tid, a->regs, a->stack,
 					       a->stack_len, start, s->codes, MAX_CODES) : 0;
 	if (n < 0) n = 0;
-	note_stack_end(s, a->tid);
+	/* (not from a mapping's stack: ld.so's first mappings are unwound through its
+	 * bootstrap code, whose frames can end early and look complete) */
+	if (a->origin != TRACER_FROM_MAPPING) note_stack_end(s, a->tid);
 	if (a->origin == TRACER_FROM_MAPPING && mapping_is_allocators(s, n)) {
 		s->allocator_mappings++;
 		return;

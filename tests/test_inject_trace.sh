@@ -209,6 +209,23 @@ run_own carried_forced_uprobes --inject=no
 if ! grep -q 'carries an in-process sampler' "$TMP/carried_forced_uprobes/mt.err"; then pass carried_sampler_not_used_with_inject_no
 else fail carried_sampler_not_used_with_inject_no "it was used"; fi
 
+# ---- -- CMD --inject --follow-forks: the children inherit the sampler and are traced through it
+dir=$TMP/forks
+mkdir -p "$dir"
+"$MT" --inject=required --rate 1 --follow-forks -o "$dir/f-%p.ctf" -- "$TARGETS/hold_fork" 4 200 >"$dir/out" 2>"$dir/err"
+rc=$?
+nchild=0 exact=0
+for c in $(awk '$1 == "child" { print $2 }' "$dir/out"); do
+	nchild=$((nchild + 1))
+	n=$("$DUMP" "$dir/f-$c.ctf" 2>/dev/null | grep -c ' alloc id=.* child_site$')
+	[ "$n" = 200 ] && exact=$((exact + 1))
+done
+through=$(grep -c 'a fork of a process with the sampler in place: traced through it' "$dir/err")
+if [ "$rc" = 0 ] && grep -q 'sampler placed at its entry point' "$dir/err"; then pass inject_cmd_sampler_at_entry
+else fail inject_cmd_sampler_at_entry "exit $rc: $(head -n 3 "$dir/err" | tr '\n' ' ')"; fi
+if [ "$nchild" = 4 ] && [ "$exact" = 4 ] && [ "$through" = 4 ]; then pass inject_forks_traced_through_the_sampler
+else fail inject_forks_traced_through_the_sampler "$exact of $nchild children exact, $through through the sampler"; fi
+
 # ---- where injection cannot work ----
 dir=$TMP/static
 mkdir -p "$dir"

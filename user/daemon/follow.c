@@ -168,6 +168,8 @@ static void follow_fork(struct targets *ts, pid_t parent, pid_t child)
 	}
 	struct target *p = targets_find_active(ts, parent);
 	n->hold = p ? p->hold : NULL; /* held at its start by its parent's hold */
+	if (p && p->sampler && p->sampler->started) /* it inherited the redirected GOT */
+		snprintf(n->inherited_sampler, sizeof n->inherited_sampler, "%s", p->sampler->path);
 	bool ok = target_check_pid(child, err, sizeof err) == 0;
 	if (ok) {
 		target_exe_path(child, n->exe, sizeof n->exe);

@@ -111,3 +111,16 @@ int inject_mode_use_carried(const struct cli_opts *o, pid_t pid, struct tracer *
 		 "it, not with uprobes", (int)pid, path);
 	return 1;
 }
+
+struct tracer *inject_mode_child_tracer(const struct cli_opts *o, pid_t pid, const char *path)
+{
+	char err[1200] = "";
+	struct tracer *t = usdt_tracer(o, pid, path, err, sizeof err);
+	if (!t)
+		msg_warn("PID %d (a fork of a process with the sampler): %s; tracing it with uprobes",
+			 (int)pid, err);
+	else
+		msg_info("PID %d: a fork of a process with the sampler in place: traced through it",
+			 (int)pid);
+	return t;
+}

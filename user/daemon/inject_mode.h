@@ -23,6 +23,10 @@ int inject_mode_prepare(const struct cli_opts *o, pid_t pid, bool spawned, struc
 void inject_mode_at_entry(void *ctl, pid_t pid, long ptrace_options);
 /* The session is open: the sampler starts redirecting (says how many GOT entries). */
 int inject_mode_start(struct sampler_ctl *ctl, const struct cli_opts *o, char *err, size_t errlen);
+/* A forked child of a process whose sampler is started: it inherited the redirected GOT and
+ * the sampler's state; the tracer of the library's probes for it, or NULL (uprobes then, with
+ * a message). */
+struct tracer *inject_mode_child_tracer(const struct cli_opts *o, pid_t pid, const char *path);
 /* Plain -p: a target that carries an in-process sampler of its own (carried_sampler.h) is
  * traced through its otel_memory probes: 1 and *tracer (attached), else 0 (uprobes). */
 int inject_mode_use_carried(const struct cli_opts *o, pid_t pid, struct tracer **tracer);

@@ -161,6 +161,8 @@ int target_start_session(struct targets *ts, struct target *t, bool before_exec,
 		if (rc < 0) return -1;
 		/* -- CMD: the sampler goes in at its entry point, from the hold's thread */
 		if (t->sampler && before_exec) hold_set_entry_fn(t->hold, inject_mode_at_entry, t->sampler);
+	} else if (o->inject && t->inherited_sampler[0] && !t->begun) {
+		so.tracer = inject_mode_child_tracer(o, t->pid, t->inherited_sampler);
 	} else if (!o->inject && !o->no_carried && !o->probe_floor && !t->begun && t->initial && !before_exec) {
 		inject_mode_use_carried(o, t->pid, &so.tracer);
 	}

@@ -39,6 +39,8 @@ struct target {
 	bool initial;         /* one of the processes named on the command line */
 	struct session *begun; /* begun already (an exec prepared while held): its trace starts */
 	struct sampler_ctl *sampler; /* --inject: our sampler in it, started (inject_mode.h) */
+	char inherited_sampler[4096]; /* a forked child of a process with our sampler started: the
+					 library, whose probes trace it (it inherited the GOT) */
 };
 
 /* A trace file of a chain of programs (exec), for the final list. */

@@ -117,7 +117,9 @@ static int setup_pids(struct targets *ts)
 			return 1;
 		}
 		if (!ts->o->hold_exec || ts->o->probe_floor) continue;
-		struct hold_opts ho = {.exec = true, .forks = ts->o->follow_forks, .running = true};
+		/* held at its exit too: a program it execs may be gone before its first records are read */
+		struct hold_opts ho = {.exec = true, .forks = ts->o->follow_forks, .running = true,
+				       .exit = true};
 		t->hold = hold_start(t->pid, &ho, err, sizeof err);
 		if (!t->hold) {
 			msg_error("--hold-exec: %s", err);

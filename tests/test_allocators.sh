@@ -26,12 +26,6 @@ if ! bpf_ready; then
 	exit 0
 fi
 
-# wait_file FILE [TENTHS]: until FILE exists (default 60 s); non-zero on timeout
-wait_file() {
-	local i
-	for ((i = 0; i < ${2:-600}; i++)); do [ -e "$1" ] && return 0; sleep 0.1; done
-	return 1
-}
 
 # Lets memtraced see the last operation before the workload exits (it reads the target's
 # mappings when samples arrive; a process that is gone by then has no stacks).

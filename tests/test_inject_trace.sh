@@ -34,11 +34,6 @@ if ! bpf_ready; then
 	exit 0
 fi
 
-wait_file() { # FILE [TENTHS]
-	local i
-	for ((i = 0; i < ${2:-600}; i++)); do [ -e "$1" ] && return 0; sleep 0.1; done
-	return 1
-}
 wait_tracing() { # LOG
 	local i
 	for ((i = 0; i < 600; i++)); do grep -q "tracing PID" "$1" 2>/dev/null && return 0; sleep 0.1; done

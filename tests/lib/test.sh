@@ -25,3 +25,9 @@ check() {
 bpf_ready() {
 	[ "$(id -u)" = 0 ] && [ -r /sys/kernel/btf/vmlinux ]
 }
+# wait_file FILE [TENTHS]: until FILE exists (default 60 s); non-zero on timeout
+wait_file() {
+	local i
+	for ((i = 0; i < ${2:-600}; i++)); do [ -e "$1" ] && return 0; sleep 0.1; done
+	return 1
+}

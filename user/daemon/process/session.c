@@ -47,18 +47,23 @@ uint64_t session_clock_ns(clockid_t id)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* Intake thread: the unwinder of a just-started program, once, handed to the session thread
+ * through early_done. */
+static void open_early_stacks(struct session *s)
+{
+	if (!s->intake_opens_stacks || s->early_tried) return;
+	s->early_tried = true;
+	s->early_stacks = stacks_open(s->pid, s->early_error, sizeof s->early_error);
+	atomic_store(&s->early_done, true);
+}
+
 /* Intake thread: copy the records into the queue, in ring-buffer order. */
 static void queue_alloc(void *ctx, const struct tracer_alloc *a)
 {
 	struct session *s = ctx;
 	/* not at a mapping: ld.so maps memory while it still maps the libraries, whose
 	 * mappings read then would mislead the unwinder */
-	if (s->intake_opens_stacks && !s->early_tried && a->pid == (uint32_t)s->pid &&
-	    a->origin != TRACER_FROM_MAPPING) {
-		s->early_tried = true;
-		s->early_stacks = stacks_open(s->pid, s->early_error, sizeof s->early_error);
-		atomic_store(&s->early_done, true);
-	}
+	if (a->pid == (uint32_t)s->pid && a->origin != TRACER_FROM_MAPPING) open_early_stacks(s);
 	if (rq_push_alloc(s->queue, a) < 0) atomic_store(&s->intake_failed, true);
 }
 
@@ -98,11 +103,7 @@ static void *intake_main(void *arg)
 		/* a drain asked at the target's exit (it is held there, its mappings still
 		 * readable): the unwinder of a program that made no allocation record yet (only
 		 * mappings, or records still in the ring) is prepared now or never */
-		if (req != answered && s->intake_opens_stacks && !s->early_tried) {
-			s->early_tried = true;
-			s->early_stacks = stacks_open(s->pid, s->early_error, sizeof s->early_error);
-			atomic_store(&s->early_done, true);
-		}
+		if (req != answered) open_early_stacks(s);
 		if (req != answered) drain_answered(s, answered = req, false);
 		uint64_t now = trace_out_mono_now_ns();
 		if (!s->floor && now - last_reconcile >= RECONCILE_NS) {

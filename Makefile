@@ -28,7 +28,7 @@ WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 $(WARN) -D_GNU_SOURCE -Iinclude -Iuser/format -Iuser/daemon -I$(BUILD)/include
 LDLIBS_FMT    := -lz -lm
-LDLIBS_DAEMON := -lbpf -ldw -lelf -liberty -lcapstone -lz -lm -lpthread
+LDLIBS_DAEMON := -lbpf -ldw -lelf -liberty -lcapstone -lseccomp -ldebuginfod -lz -lm -lpthread
 
 ifeq ($(SANITIZE),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -195,7 +195,8 @@ clean:
 #                go tool pprof, node, tmux, the alternative allocators, gdb)
 #   DEPS_BENCH   the tools the benchmarks compare with (bcc's memleak, heaptrack, redis)
 DEPS_TRACER := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libcapstone-dev \
-               zlib1g-dev pkg-config binutils libiberty-dev libc6-dbg
+               zlib1g-dev pkg-config binutils libiberty-dev libc6-dbg libseccomp-dev \
+               libdebuginfod-dev
 DEPS_TEST   := g++ procps python3 debuginfod gdb cargo rustc libclang-rt-14-dev libprotobuf-c-dev protobuf-c-compiler chromium \
                golang-go nodejs tmux libjemalloc2 libjemalloc-dev libtcmalloc-minimal4 \
                libmimalloc2.0

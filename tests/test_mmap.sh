@@ -100,7 +100,8 @@ mkfifo "$TMP/py/in"
 mpid=$!
 exec 7>"$TMP/py/in"
 for _ in $(seq 600); do grep -q '^peak' "$TMP/py/out" && break; sleep 0.1; done
-ppid=$(pgrep -P $mpid -f py_heap.py | head -1)
+# (not the unprivileged parser, which is a child of memtraced too, running as nobody)
+ppid=$(pgrep -P $mpid -f py_heap.py --euid 0 | head -1)
 sleep 0.5
 peak_anon=$(( $(anon_kib "$ppid") * 1024 ))
 kill -USR1 $mpid; sleep 1.5

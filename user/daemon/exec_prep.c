@@ -1,5 +1,6 @@
 /* Preparing an exec'd program's probes while its process is held (see exec_prep.h). */
 #include "exec_prep.h"
+#include "parser/parser.h"
 #include "common/deadline.h"
 
 #include <errno.h>
@@ -104,7 +105,7 @@ void exec_prep_on_exec(void *prep, pid_t pid, uint64_t stop_ns)
 	/* The new image is mapped but its ld.so has not loaded the libraries yet: resolve them
 	 * the way it will. */
 	if (!e->exe[0]) snprintf(e->err, sizeof e->err, "its executable cannot be read");
-	else if (alloc_sites_for_exec(e->exe, pid, &e->sites, e->err, sizeof e->err) == 0) {
+	else if (psites_for_exec(e->exe, pid, &e->sites, e->err, sizeof e->err) == 0) {
 		struct tracer *t = take_spare(p, pid);
 		if (!t) t = tracer_load(pid, &p->opts, e->err, sizeof e->err);
 		if (t && tracer_attach(t, &e->sites, e->err, sizeof e->err) < 0) {

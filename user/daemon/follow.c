@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parser/parser.h"
 #include "common/msg.h"
 
 static void say_note(const char *note)
@@ -55,7 +56,7 @@ static bool resolve_exec_chain(struct targets *ts, struct target *n, unsigned *s
 		if (!ok) snprintf(err, errlen, "its executable cannot be read (exited?)");
 		/* The new image is mapped but its ld.so has not loaded the libraries yet: resolve
 		 * them the way it will. */
-		if (ok && alloc_sites_for_exec(n->exe, n->pid, &n->sites, err, errlen) < 0) ok = false;
+		if (ok && psites_for_exec(n->exe, n->pid, &n->sites, err, errlen) < 0) ok = false;
 		if (!ok || !lifecycle_exec_time(ts->lc, n->pid)) break;
 	}
 	return ok;
@@ -174,7 +175,7 @@ static void follow_fork(struct targets *ts, pid_t parent, pid_t child)
 	if (ok) {
 		target_exe_path(child, n->exe, sizeof n->exe);
 		target_program_name(child, NULL, n->exe, n->name, sizeof n->name);
-		ok = alloc_sites_for_pid(child, &n->sites, err, sizeof err) == 0;
+		ok = psites_for_pid(child, &n->sites, err, sizeof err) == 0;
 	}
 	if (ok && target_prepare_outputs(ts, n) != 0) {
 		snprintf(err, sizeof err, "cannot prepare its trace");
@@ -201,7 +202,7 @@ static void follow_dlopen(struct target *t)
 	struct alloc_sites *added = malloc(sizeof *added);
 	char err[512] = "";
 	if (!added) return;
-	if (alloc_sites_added(t->pid, &t->sites, added, err, sizeof err) < 0) {
+	if (psites_added(t->pid, &t->sites, added, err, sizeof err) < 0) {
 		msg_note("PID %d: after a dlopen: %s", (int)t->pid, err);
 	} else if (added->n == 0) {
 		session_refresh_mappings(t->s);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "parser/parser.h"
 #include "common/msg.h"
 #include "output/trace_out.h"
 #include "status.h"
@@ -87,7 +88,7 @@ static int setup_command(struct targets *ts, struct spawned *sp)
 		      err);
 	if (!realpath(sp->exe, t->exe)) snprintf(t->exe, sizeof t->exe, "%s", sp->exe);
 	target_program_name(t->pid, ts->o->cmd[0], t->exe, t->name, sizeof t->name);
-	if (alloc_sites_for_exec(sp->exe, t->pid, &t->sites, err, sizeof err) < 0) {
+	if (psites_for_exec(sp->exe, t->pid, &t->sites, err, sizeof err) < 0) {
 		msg_error("cannot find the allocator of '%s': %s", sp->exe, err);
 		return 1;
 	}
@@ -109,7 +110,7 @@ static int setup_pids(struct targets *ts)
 		/* a process that has just started may not have loaded its libraries yet: its
 		 * ld.so is still at work for a few ms (for 1 s at most, we look again) */
 		int rc;
-		for (int tries = 0; (rc = alloc_sites_for_pid(t->pid, &t->sites, err, sizeof err)) < 0 &&
+		for (int tries = 0; (rc = psites_for_pid(t->pid, &t->sites, err, sizeof err)) < 0 &&
 				    tries < 50 && target_check_pid(t->pid, NULL, 0) == 0; tries++)
 			usleep(20000);
 		if (rc < 0) {
@@ -380,6 +381,14 @@ int main(int argc, char **argv)
 	struct status_view *view = NULL;
 	int rc = parse_and_check(argc, argv, &o, &view);
 	if (rc >= 0) return rc;
+	/* the files and stacks of the targets are parsed by an unprivileged child, forked now
+	 * while this process has one thread (sandbox/sandbox.h) */
+	char perr[512] = "";
+	if (parser_start(perr, sizeof perr) < 0) {
+		msg_error("cannot start the unprivileged parser: %s", perr);
+		return 1;
+	}
+	atexit(parser_stop); /* reaped at the end: its CPU time counts as ours (bench) */
 
 	bool spawn = o.cmd != NULL;
 	/* static: what it holds stays reachable on early error exits (LeakSanitizer) */

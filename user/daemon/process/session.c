@@ -11,7 +11,8 @@
 #include "common/msg.h"
 #include "record_queue.h"
 #include "output/snapshot.h"
-#include "unwind/stacks.h"
+#include "parser/parser.h"
+#include "parser/rstacks.h"
 #include "output/trace_out.h"
 #include "tracer/tracer.h"
 #include "model/trie.h"
@@ -37,7 +38,7 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 int session_locations(void *ctx, uint64_t code, const mt_location **locs)
 {
 	struct session *s = ctx;
-	return s->stacks ? stacks_locations(s->stacks, code, locs) : -1;
+	return s->stacks ? rstacks_locations(s->stacks, code, locs) : -1;
 }
 
 uint64_t session_clock_ns(clockid_t id)
@@ -53,7 +54,7 @@ static void open_early_stacks(struct session *s)
 {
 	if (!s->intake_opens_stacks || s->early_tried) return;
 	s->early_tried = true;
-	s->early_stacks = stacks_open(s->pid, s->early_error, sizeof s->early_error);
+	s->early_stacks = rstacks_open(s->pid, s->early_error, sizeof s->early_error);
 	atomic_store(&s->early_done, true);
 }
 
@@ -166,21 +167,34 @@ static void handle_items(struct session *s, struct rq_item *list)
 	if (s->lazy_stacks && atomic_load(&s->early_done)) { /* the intake thread's unwinder */
 		s->lazy_stacks = false;
 		if (s->stacks && s->stacks_provisional && s->early_stacks) { /* read too early */
-			stacks_close(s->stacks);
+			rstacks_close(s->stacks);
 			s->stacks = NULL;
 		}
 		if (!s->stacks) s->stacks = s->early_stacks;
-		else if (s->early_stacks) stacks_close(s->early_stacks);
+		else if (s->early_stacks) rstacks_close(s->early_stacks);
 		if (!s->stacks && !s->stacks_error[0])
 			snprintf(s->stacks_error, sizeof s->stacks_error, "%s", s->early_error);
 	}
 	char *maps = atomic_load(&s->final_maps);
-	if (maps && s->stacks) stacks_set_final_maps(s->stacks, maps); /* it keeps a copy */
+	if (maps && s->stacks && s->final_maps_given != s->stacks) { /* it keeps a copy */
+		rstacks_set_final_maps(s->stacks, maps);
+		s->final_maps_given = s->stacks;
+	}
 	/* taken before asking: an exec before any record of the list is known by now */
 	if (list && s->exec_time && !s->exec_ns) s->exec_ns = s->exec_time(s->exec_ctx, s->pid);
+	struct rq_item *ahead = list;
 	for (struct rq_item *it = list; it; it = it->next) {
+		session_unwind_ahead(s, &ahead);
 		if (it->is_free) session_on_free(s, &it->f);
 		else session_on_alloc(s, &it->a);
+		if (ahead == it) ahead = it->next;
+	}
+	if (s->stacks) rstacks_drop_ahead(s->stacks);
+	if (!s->error[0] && s->stacks && rstacks_broken(s->stacks)) {
+		const char *why = parser_gone();
+		snprintf(s->error, sizeof s->error, "the unprivileged parser is gone (%s): the "
+			 "trace ends here", why ? why : "it broke the protocol");
+		s->failed = true;
 	}
 	rq_free_items(list);
 }
@@ -222,7 +236,7 @@ struct session *session_begin(const struct session_opts *o, char *err, size_t er
 		 * rate-limited and would lose the first samples). */
 		s->lazy_stacks = s->intake_opens_stacks = o->spawned && !o->floor;
 		if (!o->spawned) {
-			s->stacks = stacks_open(o->pid, e, sizeof e);
+			s->stacks = rstacks_open(o->pid, e, sizeof e);
 			if (!s->stacks) {
 				set_err(err, errlen, "cannot prepare the unwinder for PID %d: %s",
 					(int)o->pid, e);
@@ -327,7 +341,7 @@ void session_exec_at(struct session *s, uint64_t mono_ns)
 
 void session_refresh_mappings(struct session *s)
 {
-	if (s->stacks) stacks_refresh(s->stacks);
+	if (s->stacks) rstacks_refresh(s->stacks);
 }
 
 static void tick(struct session *s)
@@ -427,7 +441,7 @@ void session_get_totals(struct session *s, struct session_totals *t)
 	}
 	if (s->stacks) {
 		struct stacks_stats ss;
-		stacks_get_stats(s->stacks, &ss);
+		rstacks_get_stats(s->stacks, &ss);
 		t->unwind_truncated = ss.truncated;
 		t->unwind_errors = ss.unwind_errors;
 		t->unnamed_frames = ss.unnamed_codes;
@@ -529,9 +543,9 @@ void session_close(struct session *s)
 	if (s->tracer) tracer_close(s->tracer);
 	rq_destroy(s->queue);
 	if (s->out) trace_out_close(s->out, NULL, 0);
-	if (s->stacks) stacks_close(s->stacks);
+	if (s->stacks) rstacks_close(s->stacks);
 	if (s->lazy_stacks && atomic_load(&s->early_done) && s->early_stacks)
-		stacks_close(s->early_stacks); /* never handed over */
+		rstacks_close(s->early_stacks); /* never handed over */
 	trie_free(s->trie);
 	free(atomic_load(&s->final_maps));
 	mappings_free(&s->maps);

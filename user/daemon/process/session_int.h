@@ -11,6 +11,8 @@
 #include <time.h>
 
 #include "mappings.h"
+#include "record_queue.h"
+#include "parser/rstacks.h"
 #include "sites/allocsyms.h"
 #include "output/trace_out.h"
 #include "tracer/tracer.h"
@@ -29,7 +31,7 @@ struct session {
 	pid_t pid;
 	bool floor;
 	struct tracer *tracer;
-	struct stacks *stacks;
+	struct rstacks *stacks;
 	struct trie *trie;
 	struct trace_out *out;
 	bool no_trace;
@@ -53,9 +55,10 @@ struct session {
 	bool lazy_stacks;
 	bool stacks_provisional;
 	_Atomic(char *) final_maps;       /* its /proc/PID/maps at its exit (session_target_exiting) */          /* opened by the session thread for an early mapping */
+	const void *final_maps_given;     /* the unwinder final_maps was given to */
 	bool intake_opens_stacks;         /* set before the intake thread starts */
 	bool early_tried;                 /* intake thread only */
-	struct stacks *early_stacks;      /* written before early_done is set */
+	struct rstacks *early_stacks;     /* written before early_done is set */
 	char early_error[256];
 	atomic_bool early_done;
 	uint64_t after_exec;
@@ -98,6 +101,9 @@ void session_trace_write_failed(struct session *s);
 /* A record of the queue, on the session thread. */
 void session_on_alloc(struct session *s, const struct tracer_alloc *a);
 void session_on_free(struct session *s, const struct tracer_free *f);
+/* Asks the unwinder ahead for the records of a list that session_on_alloc will unwind,
+ * from *next on, while there is room (the parser works on them meanwhile). */
+void session_unwind_ahead(struct session *s, struct rq_item **next);
 /* The allocator's objects, from the probe sites: which mappings are its own. */
 void session_note_allocator(struct session *s, const struct alloc_sites *sites);
 

@@ -7,7 +7,7 @@
 
 #include "common/msg.h"
 #include "model/trie.h"
-#include "unwind/stacks.h"
+#include "parser/rstacks.h"
 
 /* Trace time (wall-clock us) of a CLOCK_MONOTONIC timestamp: the trace's own clock, or with
  * no trace one of ours that works the same way (never goes backwards). */
@@ -50,7 +50,7 @@ static void note_stack_end(struct session *s, uint32_t tid)
 	uint64_t end;
 	bool truncated;
 	if (!s->stacks || !s->tracer) return;
-	stacks_last_extent(s->stacks, &end, &truncated);
+	rstacks_last_extent(s->stacks, &end, &truncated);
 	struct stack_end_hint *h = &s->stack_end_hints[tid % STACK_END_HINTS];
 	if (truncated) {
 		if (h->tid == tid && h->end) tracer_set_stack_end(s->tracer, tid, 0);
@@ -92,11 +92,11 @@ static bool mapping_is_allocators(struct session *s, int nframes)
 {
 	/* our in-process sampler's own table (--inject) is not the program's either */
 	for (int i = 0; i < 2 && i < nframes; i++) {
-		const char *f = stacks_last_frame_file(s->stacks, i);
+		const char *f = rstacks_last_frame_file(s->stacks, i);
 		const char *base = f ? strrchr(f, '/') : NULL;
 		if (base && strcmp(base + 1, "libmemtraced_sampler.so") == 0) return true;
 	}
-	const char *file = nframes > 1 ? stacks_last_frame_file(s->stacks, 1) : NULL;
+	const char *file = nframes > 1 ? rstacks_last_frame_file(s->stacks, 1) : NULL;
 	struct stat st;
 	if (!file || stat(file, &st) < 0) return false;
 	for (int k = 0; k < s->nalloc_objs; k++)
@@ -153,6 +153,31 @@ static void map_keep(void *ctx, const struct mapping *was, struct mapping *piece
 		trie_block_set_time(s->trie, piece->key, time_of(s, s->unmap_time_ns));
 }
 
+static enum stacks_start start_of(const struct tracer_alloc *a)
+{
+	return a->origin == TRACER_FROM_SAMPLER ? STACKS_IN_SAMPLER
+	     : a->origin == TRACER_FROM_MAPPING ? STACKS_AT_SYSCALL : STACKS_AT_ENTRY;
+}
+
+/* Would session_on_alloc unwind it now (with the unwinder there is now)? */
+static bool will_unwind(const struct session *s, const struct tracer_alloc *a)
+{
+	return !s->failed && !s->floor && (s->out || s->no_trace) && a->pid == (uint32_t)s->pid &&
+	       !(s->exec_ns && a->time_ns > s->exec_ns) && s->stacks;
+}
+
+void session_unwind_ahead(struct session *s, struct rq_item **next)
+{
+	for (; *next; *next = (*next)->next) {
+		const struct rq_item *it = *next;
+		if (it->is_free || !will_unwind(s, &it->a)) continue;
+		const struct tracer_alloc *a = &it->a;
+		if (!rstacks_prefetch(s->stacks, a, (pid_t)a->tid, a->regs, a->stack, a->stack_len,
+				      start_of(a), a->origin == TRACER_FROM_MAPPING))
+			return;
+	}
+}
+
 void session_on_alloc(struct session *s, const struct tracer_alloc *a)
 {
 	if (s->failed || s->floor || (!s->out && !s->no_trace)) return;
@@ -169,16 +194,18 @@ void session_on_alloc(struct session *s, const struct tracer_alloc *a)
 	 * while it maps the libraries) gets one of the session thread's, read now, later. */
 	if (!s->stacks && (!s->lazy_stacks || a->origin == TRACER_FROM_MAPPING)) {
 		char e[256];
-		s->stacks = stacks_open(s->pid, e, sizeof e);
+		s->stacks = rstacks_open(s->pid, e, sizeof e);
 		s->stacks_provisional = s->lazy_stacks; /* the intake thread's replaces it */
 		if (!s->stacks && !s->stacks_error[0])
 			snprintf(s->stacks_error, sizeof s->stacks_error, "%s", e);
 	}
-	enum stacks_start start = a->origin == TRACER_FROM_SAMPLER ? STACKS_IN_SAMPLER
-				: a->origin == TRACER_FROM_MAPPING ? STACKS_AT_SYSCALL : STACKS_AT_ENTRY;
-	int n = s->stacks ? stacks_unwind_from(s->stacks, (pid_t)a->tid, a->regs, a->stack,
-					       a->stack_len, start, s->codes, MAX_CODES) : 0;
-	if (n < 0) n = 0;
+	int n = s->stacks ? rstacks_unwind_from(s->stacks, a, (pid_t)a->tid, a->regs, a->stack,
+						a->stack_len, start_of(a), a->origin == TRACER_FROM_MAPPING,
+						s->codes, MAX_CODES) : 0;
+	if (n < 0) { /* the parser is gone: the session ends (handle_items says why) */
+		s->failed = true;
+		return;
+	}
 	/* (not from a mapping's stack: ld.so's first mappings are unwound through its
 	 * bootstrap code, whose frames can end early and look complete) */
 	if (a->origin != TRACER_FROM_MAPPING) note_stack_end(s, a->tid);

@@ -108,6 +108,11 @@ struct stacks_limits {
 	uint64_t max_symbolize_ns; /* time spent symbolizing one object's frames (10 s) */
 	uint64_t max_symbolized;   /* distinct codes symbolized per process (1 Mi) */
 };
+/* Debug files that libdw's standard search does not find are opened as PREFIX<build-id in
+ * hex> (the sandboxed parser's broker fetches them from a debuginfod server). Process-wide,
+ * set once before any unwinder is opened. */
+void stacks_fetch_debuginfo_from(const char *prefix);
+
 /* For tests: other caps than the defaults. */
 void stacks_set_limits(struct stacks *s, const struct stacks_limits *limits);
 

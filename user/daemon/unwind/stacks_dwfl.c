@@ -113,6 +113,10 @@ static int cb_find_elf(Dwfl_Module *mod, void **userdata, const char *module_nam
 	return dwfl_linux_proc_find_elf(mod, userdata, module_name, base, file_name, elfp);
 }
 
+static const char *debuginfo_prefix;
+
+void stacks_fetch_debuginfo_from(const char *prefix) { debuginfo_prefix = prefix; }
+
 /* libdw's search for a separate debug file (build-id and .gnu_debuglink files, debuginfod),
  * refusing one larger than the debug-info cap: the object is then named from its symbols. */
 static int cb_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
@@ -122,6 +126,17 @@ static int cb_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modn
 	struct stacks *s = stacks_current;
 	int fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name,
 					      debuglink_file, debuglink_crc, debuginfo_file_name);
+	const unsigned char *id;
+	GElf_Addr id_vaddr;
+	int id_len;
+	if (fd < 0 && debuginfo_prefix && (id_len = dwfl_module_build_id(mod, &id, &id_vaddr)) > 0 &&
+	    id_len <= 64) {
+		char path[256];
+		int k = snprintf(path, sizeof path, "%s", debuginfo_prefix);
+		for (int i = 0; i < id_len && k < (int)sizeof path - 3; i++)
+			k += snprintf(path + k, sizeof path - (size_t)k, "%02x", id[i]);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	}
 	struct stat sb;
 	if (fd >= 0 && s && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size > s->limits.max_debug_bytes) {
 		close(fd);

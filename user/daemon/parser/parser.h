@@ -1,0 +1,64 @@
+/* The unprivileged parser: a child process that does all the parsing of files and bytes a
+ * target controls (allocator discovery from ELF, unwinding, symbolization, demangling), with
+ * no privileges (see sandbox/sandbox.h). The daemon talks to it through channels: memory it
+ * shares with it, two message rings each (protocol.h). Files it opens go through the
+ * daemon's broker, which lets it read the objects and /proc files of the processes the
+ * daemon asked it about, and nothing else.
+ *
+ * Without parser_start (unit tests, tools), the same calls do the work in-process. */
+#ifndef MEMTRACED_PARSER_H
+#define MEMTRACED_PARSER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "parser/shm_ring.h"
+#include "sites/allocsyms.h"
+
+/* Forks and confines the parser and starts the broker. Call it while single-threaded.
+ * 0, or -1 with a message. */
+int parser_start(char *err, size_t errlen);
+bool parser_started(void);
+pid_t parser_pid(void);
+/* Why the parser is gone ("killed by SIGSYS: ..."), or NULL while it runs (or never ran). */
+const char *parser_gone(void);
+/* Ends it (at exit). */
+void parser_stop(void);
+
+/* The daemon's end of a channel. */
+struct pchan {
+	void *mem;
+	size_t bytes;
+	struct shm_ring req, res; /* daemon -> parser, parser -> daemon */
+	bool broken;              /* the parser died or broke the protocol: nothing more */
+};
+/* A new channel, served by a parser thread of its own. NULL with a message. */
+struct pchan *pchan_open(char *err, size_t errlen);
+void pchan_close(struct pchan *c);
+/* Sends a request of len bytes (head, then tail of tail_len), waiting for room. */
+int pchan_send(struct pchan *c, uint32_t type, const void *head, size_t len, const void *tail,
+	       size_t tail_len);
+/* Like pchan_send, but never waits: -1 if there is no room now (or broken). */
+int pchan_try_send(struct pchan *c, uint32_t type, const void *head, size_t len,
+		   const void *tail, size_t tail_len);
+/* The next reply, copied into buf (cap bytes), checked to lie inside the ring and be at most
+ * cap long: its type, or -1 when the parser is gone, stuck or broke the protocol (then
+ * c->broken, and a message said why). want: how many replies the caller waits for. */
+int pchan_recv(struct pchan *c, void *buf, size_t cap, size_t *len, uint32_t want);
+/* The parser sent what it must not (why): it is killed, c is broken. */
+void pchan_break(struct pchan *c, const char *why);
+/* The parser may open /proc/PID files of pid (done for every pid a request names). */
+void parser_allow_pid(pid_t pid);
+
+/* alloc_sites_for_pid, _for_exec and alloc_sites_added, done by the parser; the result is
+ * checked before it is used (paths, counts, offsets inside the files). */
+int psites_for_pid(pid_t pid, struct alloc_sites *out, char *err, size_t errlen);
+int psites_for_exec(const char *exe, pid_t pid, struct alloc_sites *out, char *err, size_t errlen);
+int psites_added(pid_t pid, const struct alloc_sites *have, struct alloc_sites *added,
+		 char *err, size_t errlen);
+
+/* The parser's side (parser_serve.c): runs in the forked child, never returns. */
+void parser_serve(int ctl_fd, pid_t daemon);
+
+#endif

@@ -1,0 +1,150 @@
+/* Messages through shared memory (see shm_ring.h). */
+#include "shm_ring.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ALIGN8(x) (((x) + 7u) & ~(uint64_t)7u)
+
+size_t shm_ring_bytes(uint64_t data_size) { return 4096 + data_size; }
+
+void shm_ring_attach(struct shm_ring *r, void *mem, uint64_t data_size)
+{
+	r->h = mem;
+	r->data = (uint8_t *)mem + 4096;
+	r->size = data_size;
+}
+
+/* Shared (not private) futexes: the two sides are two processes. */
+static void futex_wait(_Atomic uint32_t *addr, uint32_t val, int timeout_ms)
+{
+	struct timespec ts = {.tv_sec = timeout_ms / 1000, .tv_nsec = (timeout_ms % 1000) * 1000000L};
+	syscall(SYS_futex, addr, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *addr) { syscall(SYS_futex, addr, FUTEX_WAKE, 1 << 30, NULL, NULL, 0); }
+
+static void bump(struct shm_ring *r)
+{
+	atomic_fetch_add(&r->h->futex, 1);
+	futex_wake(&r->h->futex);
+}
+
+uint32_t shm_ring_max_payload(const struct shm_ring *r) { return (uint32_t)(r->size / 4 - sizeof(struct shm_msg)); }
+
+struct shm_msg *shm_ring_reserve(struct shm_ring *r, uint32_t type, uint32_t len)
+{
+	uint64_t need = ALIGN8(sizeof(struct shm_msg) + len);
+	if (len > shm_ring_max_payload(r)) return NULL;
+	uint64_t head = atomic_load_explicit(&r->h->head, memory_order_relaxed);
+	uint64_t tail = atomic_load_explicit(&r->h->tail, memory_order_acquire);
+	uint64_t off = head & (r->size - 1);
+	uint64_t to_end = r->size - off;
+	uint64_t skip = to_end < need ? to_end : 0; /* never split: fill the end, start at 0 */
+	if (head + skip + need - tail > r->size) return NULL;
+	if (skip) {
+		if (to_end >= sizeof(struct shm_msg)) {
+			struct shm_msg *m = (struct shm_msg *)(r->data + off);
+			m->type = 0;
+			m->len = (uint32_t)(to_end - sizeof(struct shm_msg));
+		}
+		/* the consumer knows an end shorter than a header is skipped too */
+		atomic_store_explicit(&r->h->head, head + skip, memory_order_release);
+		off = 0;
+	}
+	struct shm_msg *m = (struct shm_msg *)(r->data + off);
+	m->type = type;
+	m->len = len;
+	return m;
+}
+
+void shm_ring_commit(struct shm_ring *r, struct shm_msg *m)
+{
+	uint64_t head = atomic_load_explicit(&r->h->head, memory_order_relaxed);
+	atomic_store_explicit(&r->h->head, head + ALIGN8(sizeof *m + m->len), memory_order_release);
+	uint64_t unread = atomic_fetch_add(&r->h->unread, 1) + 1;
+	uint32_t want = atomic_load(&r->h->cons_waiting);
+	if (want && unread >= want) bump(r);
+}
+
+void shm_ring_flush(struct shm_ring *r)
+{
+	if (atomic_load(&r->h->cons_waiting)) bump(r);
+}
+
+void shm_ring_close(struct shm_ring *r)
+{
+	atomic_store(&r->h->closed, 1);
+	bump(r);
+}
+
+bool shm_ring_is_closed(const struct shm_ring *r) { return atomic_load(&r->h->closed) != 0; }
+
+bool shm_ring_wait_space(struct shm_ring *r, uint32_t len, int timeout_ms)
+{
+	uint64_t need = 2 * ALIGN8(sizeof(struct shm_msg) + len); /* a skip may come first */
+	for (;;) {
+		uint32_t seq = atomic_load(&r->h->futex);
+		uint64_t used = atomic_load(&r->h->head) - atomic_load(&r->h->tail);
+		if (used + need <= r->size) return true;
+		atomic_store(&r->h->prod_waiting, 1);
+		used = atomic_load(&r->h->head) - atomic_load(&r->h->tail);
+		if (used + need <= r->size) {
+			atomic_store(&r->h->prod_waiting, 0);
+			return true;
+		}
+		futex_wait(&r->h->futex, seq, timeout_ms);
+		atomic_store(&r->h->prod_waiting, 0);
+		used = atomic_load(&r->h->head) - atomic_load(&r->h->tail);
+		if (used + need <= r->size) return true;
+		return false;
+	}
+}
+
+struct shm_msg *shm_ring_peek(struct shm_ring *r)
+{
+	for (;;) {
+		uint64_t tail = atomic_load_explicit(&r->h->tail, memory_order_relaxed);
+		uint64_t head = atomic_load_explicit(&r->h->head, memory_order_acquire);
+		if (tail == head) return NULL;
+		uint64_t off = tail & (r->size - 1);
+		uint64_t to_end = r->size - off;
+		if (to_end < sizeof(struct shm_msg)) { /* a skipped end too short for a header */
+			atomic_store_explicit(&r->h->tail, tail + to_end, memory_order_release);
+			continue;
+		}
+		struct shm_msg *m = (struct shm_msg *)(r->data + off);
+		if (m->type == 0) {
+			atomic_store_explicit(&r->h->tail, tail + to_end, memory_order_release);
+			continue;
+		}
+		return m;
+	}
+}
+
+void shm_ring_release(struct shm_ring *r, struct shm_msg *m)
+{
+	uint64_t tail = atomic_load_explicit(&r->h->tail, memory_order_relaxed);
+	atomic_store_explicit(&r->h->tail, tail + ALIGN8(sizeof *m + m->len), memory_order_release);
+	atomic_fetch_sub(&r->h->unread, 1);
+	if (atomic_load(&r->h->prod_waiting)) bump(r);
+}
+
+bool shm_ring_wait_msg(struct shm_ring *r, uint32_t want, int timeout_ms)
+{
+	if (!want) want = 1;
+	uint32_t seq = atomic_load(&r->h->futex);
+	if (shm_ring_peek(r) && atomic_load(&r->h->unread) >= want) return true;
+	atomic_store(&r->h->cons_waiting, want);
+	if (shm_ring_peek(r) && atomic_load(&r->h->unread) >= want) {
+		atomic_store(&r->h->cons_waiting, 0);
+		return true;
+	}
+	if (!shm_ring_is_closed(r)) futex_wait(&r->h->futex, seq, timeout_ms);
+	atomic_store(&r->h->cons_waiting, 0);
+	return shm_ring_peek(r) != NULL;
+}

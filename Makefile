@@ -99,6 +99,9 @@ $(BUILD)/tests/targets/%: tests/targets/%.c
 
 # allocsyms workloads: attach_nopie and attach_static are linked -no-pie and -static.
 $(BUILD)/tests/targets/attach_pie $(BUILD)/tests/targets/attach_interpose: tests/targets/attach_report.h
+$(BUILD)/tests/targets/inject_nopie: tests/targets/inject_nopie.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -no-pie -fno-pie $< -o $@
 $(BUILD)/tests/targets/attach_nopie $(BUILD)/tests/targets/attach_static: $(BUILD)/tests/targets/attach_%: tests/targets/attach_%.c tests/targets/attach_report.h
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -fomit-frame-pointer -pthread $(if $(findstring static,$*),-static,-no-pie) $< -o $@ -ldl
@@ -246,9 +249,9 @@ $(BUILD)/tests/targets/inject_nolibc: tests/targets/inject_nolibc.c
 SAMPLER_SRCS := $(wildcard user/sampler/*.c)
 SAMPLER_LIB  := $(BUILD)/lib/libmemtraced_sampler.so
 SAMPLER_CFLAGS := -O2 -g -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC -fvisibility=hidden \
-                  -ftls-model=initial-exec -fno-stack-protector
+                  -ftls-model=initial-exec -fno-stack-protector -Iinclude
 all: $(SAMPLER_LIB)
-$(SAMPLER_LIB): $(SAMPLER_SRCS) $(wildcard user/sampler/*.h)
+$(SAMPLER_LIB): $(SAMPLER_SRCS) $(wildcard user/sampler/*.h) include/sampler_check.h
 	@mkdir -p $(dir $@)
 	$(CC) $(SAMPLER_CFLAGS) -shared -Wl,-z,nodelete -Wl,-z,now -Wl,-z,relro -Wl,-z,defs \
 		-Wl,--as-needed $(SAMPLER_SRCS) -o $@

@@ -38,6 +38,7 @@ void _ZdaPvSt11align_val_t(void *, size_t);
 extern const char _ZSt7nothrow[];
 
 static struct memtraced_sampler_stats *st, base;
+static struct memtraced_sampler_check *ck;
 static long (*sampler_start)(unsigned long, unsigned long);
 static long (*sampler_stop)(void);
 static long (*sampler_version)(void);
@@ -123,13 +124,14 @@ static bool load_sampler(void)
 	sampler_version = (long (*)(void))dlsym(h, "memtraced_sampler_version");
 	thread_counts = (void (*)(unsigned long[3]))dlsym(h, "memtraced_sampler_thread_counts");
 	st = dlsym(h, "memtraced_sampler_stats");
+	ck = dlsym(h, "memtraced_sampler_check");
 	sem_alloc = dlsym(h, "otel_memory_alloc_semaphore");
 	sem_free = dlsym(h, "otel_memory_free_semaphore");
 	bool all = sampler_start && sampler_stop && sampler_version && thread_counts && st &&
 		   sem_alloc && sem_free;
 	CHECK("sampler_exports_its_api", all);
 	if (all)
-		CHECK("sampler_version_is_1", sampler_version() == 1);
+		CHECK("sampler_version_is_2", sampler_version() == MEMTRACED_SAMPLER_VERSION);
 	return all;
 }
 
@@ -665,6 +667,15 @@ int main(int argc, char **argv)
 	CHECK("sampler_inert_after_stop", D(samples) == 0 && D(sampled_frees) == 0);
 	n = sampler_start(0, MEMTRACED_SAMPLER_ALL_WORDS);
 	CHECKF("sampler_start_after_stop_repatches", n > 0 && in_sampler(*slot), "start %ld", n);
+	CHECKF("sampler_check_finds_no_slot_missed", ck && ck->walks > 0 && ck->checked > 0 &&
+	       ck->missed == 0, "checked %lu, missed %lu (first at 0x%lx)", ck ? ck->checked : 0,
+	       ck ? ck->missed : 0, ck ? ck->missed_slot[0] : 0);
+	for (int i = 0; ck && i < SAMPLER_CHECK_KEEP && i < (int)ck->missed; i++) {
+		Dl_info di;
+		if (dladdr((void *)ck->missed_slot[i], &di))
+			printf("# missed slot 0x%lx in %s, holds %p\n", ck->missed_slot[i], di.dli_fname,
+			       *(void **)ck->missed_slot[i]);
+	}
 	r = sampler_stop();
 	CHECKF("sampler_second_stop_restores", r == n && *slot == old, "stop %ld start %ld", r, n);
 	printf("# slots patched %lu, foreign %lu, walks %lu, set_full %lu, stale %lu\n",

@@ -63,13 +63,54 @@ int inject_mode_prepare(const struct cli_opts *o, pid_t pid, bool spawned, struc
 	return 1;
 }
 
+/* The sampler's own check of its redirections (include/sampler_check.h), said in the summary:
+ * a slot that still leads to the traced allocator is a call path never sampled. */
+static int check_slots(struct sampler_ctl *ctl, bool required, char *err, size_t errlen)
+{
+	struct memtraced_sampler_check ck;
+	char e[512] = "";
+	if (sampler_read_check(ctl, &ck, e, sizeof e) < 0 || ck.walks == 0) {
+		msg_warn("PID %d: the GOT redirections cannot be checked (%s)", (int)ctl->pid,
+			 e[0] ? e : "no check made");
+		return 0;
+	}
+	if (ck.missed == 0) {
+		msg_info("PID %d: GOT check passed: all %lu slots of the allocation functions lead to "
+			 "the sampler%s", (int)ctl->pid, ck.checked - ck.own,
+			 ck.own ? "" : " (none bound to another allocator)");
+		if (ck.own)
+			msg_info("PID %d: %lu slots left to their object's own allocator (not traced)",
+				 (int)ctl->pid, ck.own);
+		return 0;
+	}
+	char names[1600] = "";
+	size_t len = 0;
+	for (unsigned long i = 0; i < ck.missed && i < SAMPLER_CHECK_KEEP; i++) {
+		char obj[320];
+		sampler_slot_object(ctl->pid, ck.missed_slot[i], obj, sizeof obj);
+		len += snprintf(names + len, sizeof names - len, "%s0x%lx in %s", i ? ", " : "",
+				ck.missed_slot[i], obj);
+		if (len >= sizeof names) break;
+	}
+	if (required) {
+		snprintf(err, errlen, "--inject=required: %lu GOT slots of PID %d still lead to the "
+			 "allocator, not to the sampler (%s)", ck.missed, (int)ctl->pid, names);
+		char e2[256];
+		sampler_stop(ctl, e2, sizeof e2);
+		return -1;
+	}
+	msg_warn("PID %d: GOT check failed: %lu slots still lead to the allocator, their calls are "
+		 "not traced (%s)", (int)ctl->pid, ck.missed, names);
+	return 0;
+}
+
 int inject_mode_start(struct sampler_ctl *ctl, const struct cli_opts *o, char *err, size_t errlen)
 {
 	long slots = 0;
 	if (sampler_start(ctl, o->rate, &slots, err, errlen) < 0) return -1;
 	msg_info("PID %d: sampler %s %s, %ld GOT entries redirected", (int)ctl->pid,
 		 ctl->reused ? "already in place (reused):" : "placed:", ctl->path, slots);
-	return 0;
+	return check_slots(ctl, o->inject == CLI_INJECT_REQUIRED, err, errlen);
 }
 
 void inject_mode_stop(struct sampler_ctl *ctl, bool alive)
@@ -94,6 +135,7 @@ void inject_mode_at_entry(void *ctl, pid_t pid, long ptrace_options)
 	}
 	msg_info("PID %d: sampler placed at its entry point: %s, %ld GOT entries redirected",
 		 (int)pid, c->path, slots);
+	check_slots(c, false, err, sizeof err);
 }
 
 int inject_mode_use_carried(const struct cli_opts *o, pid_t pid, struct tracer **tracer)

@@ -14,7 +14,9 @@
  *   counters) returns at once: dlopen pays little.
  * - Locking: the slow patch path only, by a lock word holding the owner's pid, so a child
  *   forked while another thread held it takes it over (no pthread_atfork needed). */
+#include <dlfcn.h>
 #include <link.h>
+#include <string.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <time.h>
@@ -155,11 +157,12 @@ static struct slot_record *find_record(uintptr_t slot)
 	return NULL;
 }
 
-enum walk_mode { WALK_PATCH, WALK_RESTORE };
+enum walk_mode { WALK_PATCH, WALK_RESTORE, WALK_CHECK };
 
 struct walk {
 	enum walk_mode mode;
 	long count;
+	unsigned long checked, missed, own; /* WALK_CHECK */
 	bool incomplete; /* some object must be walked again */
 	uintptr_t self_dynamic, ldso, vdso;
 };
@@ -233,12 +236,52 @@ static bool read_dynamic(uintptr_t base, const ElfW(Dyn) *d, struct reloc_tables
 	return true;
 }
 
+enum slot_kind {
+	SLOT_TRACED,  /* bound to the traced function (its definition or canonical address) */
+	SLOT_LAZY,    /* a lazy-binding stub of its own object: ld.so will bind it to the traced one */
+	SLOT_OWN,     /* bound (or to be bound) to a definition in its own object */
+	SLOT_FOREIGN, /* bound to some other object's definition */
+	SLOT_WRAPPED, /* ours */
+};
+
+/* Where a slot leads. A slot's value inside its own object is either a lazy-binding stub or
+ * the object's own definition of the name: a plugin loaded with RTLD_DEEPBIND that defines
+ * malloc binds its calls to itself, first eagerly or lazily. Such an object's slot is its own
+ * allocator's as long as it does not hold the traced definition itself. */
+static enum slot_kind slot_kind(const struct object_span *s, uintptr_t cur, uintptr_t real,
+				uintptr_t canon, const ElfW(Sym) *sym)
+{
+	if (mts_wrap_by_addr(cur))
+		return SLOT_WRAPPED;
+	if (!real)
+		return SLOT_FOREIGN; /* no such function in the process (jemalloc's API without it) */
+	if (cur == real || (canon && cur == canon))
+		return SLOT_TRACED;
+	bool own_def = sym->st_shndx != SHN_UNDEF && sym->st_value != 0;
+	if (cur >= s->lo && cur < s->hi)
+		return own_def ? SLOT_OWN : SLOT_LAZY;
+	return SLOT_FOREIGN;
+}
+
 /* One slot naming a wrapped function. Returns false when the object must be walked again. */
 static bool patch_slot(struct walk *w, const struct object_span *s, uintptr_t *slot,
-		       const struct wrap_entry *e)
+		       const struct wrap_entry *e, const ElfW(Sym) *sym)
 {
 	uintptr_t wrapper = (uintptr_t)e->wrapper, real = (uintptr_t)*e->real;
+	uintptr_t canon = mts_canonical[e->fn];
 	uintptr_t cur = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	enum slot_kind kind = slot_kind(s, cur, real, canon, sym);
+	if (w->mode == WALK_CHECK) {
+		w->checked++;
+		if (kind == SLOT_TRACED || kind == SLOT_LAZY) {
+			if (w->missed < SAMPLER_CHECK_KEEP)
+				memtraced_sampler_check.missed_slot[w->missed] = (uintptr_t)slot;
+			w->missed++;
+		}
+		if (kind == SLOT_OWN)
+			w->own++;
+		return true;
+	}
 	if (w->mode == WALK_RESTORE) {
 		if (cur != wrapper)
 			return true;
@@ -256,7 +299,9 @@ static bool patch_slot(struct walk *w, const struct object_span *s, uintptr_t *s
 	}
 	if (cur == wrapper || !real)
 		return true;
-	if (cur != real && !(cur >= s->lo && cur < s->hi)) {
+	if (kind == SLOT_OWN || kind == SLOT_FOREIGN) {
+		/* bound to another allocator than the traced one: its blocks must never reach the
+		 * traced allocator's free, nor the reverse */
 		STAT_ADD(slots_foreign, 1);
 		return true;
 	}
@@ -311,7 +356,7 @@ static int on_object(struct dl_phdr_info *info, size_t size, void *data)
 			if ((type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) || sym == 0)
 				continue;
 			const struct wrap_entry *e = mts_wrap_by_name(t.strtab + t.symtab[sym].st_name);
-			if (e && !patch_slot(w, &s, (uintptr_t *)(base + r->r_offset), e))
+			if (e && !patch_slot(w, &s, (uintptr_t *)(base + r->r_offset), e, &t.symtab[sym]))
 				complete = false;
 		}
 	}
@@ -355,7 +400,96 @@ static long walk_locked(enum walk_mode mode)
 	dl_iterate_phdr(on_object, &w);
 	if (w.incomplete)
 		last_adds = ~0ULL; /* the next walk tries again */
+	if (mode == WALK_PATCH) {
+		/* the check: every slot that leads to a traced function now points to us */
+		struct walk c = { .mode = WALK_CHECK, .self_dynamic = w.self_dynamic, .ldso = w.ldso,
+				  .vdso = w.vdso };
+		dl_iterate_phdr(on_object, &c);
+		memtraced_sampler_check.checked = c.checked;
+		memtraced_sampler_check.missed = c.missed;
+		memtraced_sampler_check.own = c.own;
+		__atomic_store_n(&memtraced_sampler_check.walks, memtraced_sampler_check.walks + 1,
+				 __ATOMIC_RELEASE);
+	}
 	return w.count;
+}
+
+/* ---- the definition behind a canonical PLT address (see mts_canonical) ---- */
+
+#define MAX_OBJECTS 512
+
+struct object_list {
+	int n;
+	const char *name[MAX_OBJECTS];
+	struct object_span span[MAX_OBJECTS];
+	uintptr_t base[MAX_OBJECTS];
+	uintptr_t self_dynamic, vdso;
+};
+
+static int list_object(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct object_list *l = data;
+	if (l->n == MAX_OBJECTS)
+		return 1;
+	object_span(info, &l->span[l->n]);
+	if ((uintptr_t)l->span[l->n].dynamic == l->self_dynamic ||
+	    (l->vdso && l->span[l->n].ehdr == l->vdso))
+		return 0;
+	l->name[l->n] = info->dlpi_name;
+	l->base[l->n] = info->dlpi_addr;
+	l->n++;
+	return 0;
+}
+
+/* Does the program (l's first object) take name's address: an undefined symbol of that name
+ * with a value (its PLT entry) in its dynamic symbols, named by one of its relocations? */
+static bool program_canonical(const struct object_list *l, const char *name, uintptr_t addr)
+{
+	struct reloc_tables t;
+	if (!l->span[0].dynamic || !read_dynamic(l->base[0], l->span[0].dynamic, &t))
+		return false;
+	for (int k = 0; k < 2; k++)
+		for (size_t i = 0; i < t.count[k]; i++) {
+			unsigned sym = ELF64_R_SYM(t.rela[k][i].r_info);
+			const ElfW(Sym) *y = &t.symtab[sym];
+			if (sym && y->st_shndx == SHN_UNDEF && y->st_value &&
+			    l->base[0] + y->st_value == addr && strcmp(t.strtab + y->st_name, name) == 0)
+				return true;
+		}
+	return false;
+}
+
+void got_resolve_canonical(void)
+{
+	static struct object_list l; /* large: not on the caller's stack */
+	memset(&l, 0, sizeof l);
+	l.self_dynamic = (uintptr_t)_DYNAMIC;
+	l.vdso = getauxval(AT_SYSINFO_EHDR);
+	dl_iterate_phdr(list_object, &l);
+	if (l.n < 2)
+		return;
+	for (int i = 0; i < MTS_FN_COUNT; i++) {
+		uintptr_t p = (uintptr_t)*mts_wraps[i].real;
+		if (!p || p < l.span[0].lo || p >= l.span[0].hi ||
+		    !program_canonical(&l, mts_wraps[i].name, p))
+			continue;
+		/* the first object after the program that defines it: what the program's own PLT
+		 * slot is bound to (ld.so skips the program's undefined symbol for it) */
+		for (int j = 1; j < l.n; j++) {
+			if (!l.name[j] || !l.name[j][0])
+				continue;
+			void *h = dlopen(l.name[j], RTLD_NOLOAD | RTLD_LAZY);
+			if (!h)
+				continue;
+			uintptr_t q = (uintptr_t)dlsym(h, mts_wraps[i].name);
+			dlclose(h);
+			if (q && q >= l.span[j].lo && q < l.span[j].hi) {
+				mts_canonical[i] = p;
+				*mts_wraps[i].real = (void *)q;
+				break;
+			}
+		}
+	}
 }
 
 long mts_patch_all(bool wait)

@@ -10,5 +10,8 @@ bool got_lock(bool wait) HIDDEN;      /* false: busy and !wait */
 void got_unlock(void) HIDDEN;
 long got_patch_locked(void) HIDDEN;   /* slots redirected */
 long got_restore_locked(void) HIDDEN; /* slots put back; forgets every record */
+/* After mts_real is resolved: a function whose address is the program's canonical PLT entry
+ * gets the definition behind it in mts_real, and the PLT address in mts_canonical. */
+void got_resolve_canonical(void) HIDDEN;
 
 #endif

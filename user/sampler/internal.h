@@ -37,6 +37,11 @@ struct real_fns {
 	void *(*dlopen)(const char *, int);
 };
 extern struct real_fns mts_real HIDDEN;
+/* Where a non-PIE program takes a function's address, its PLT entry becomes that function's
+ * address for the whole process (dlsym returns it, other objects' GLOB_DAT slots hold it):
+ * mts_canonical[fn] is that address, and mts_real the definition it leads to (calling through
+ * it would come back to the wrapper once the program's own slot is redirected). 0: none. */
+extern uintptr_t mts_canonical[MTS_FN_COUNT] HIDDEN;
 
 /* One entry per wrapped name: the wrapper stored into GOT slots, where its real function goes. */
 struct wrap_entry {

@@ -7,6 +7,7 @@ void mts_usdt_alloc(uint64_t ptr, uint64_t size, uint64_t weight) HIDDEN;
 void mts_usdt_free(uint64_t ptr) HIDDEN;
 
 struct memtraced_sampler_stats memtraced_sampler_stats __attribute__((visibility("default")));
+struct memtraced_sampler_check memtraced_sampler_check __attribute__((visibility("default")));
 __thread struct sampler_thread mts_thread __attribute__((tls_model("initial-exec")));
 
 void mts_record_alloc(struct sampler_thread *t, int fn, void *p, uint64_t size, uint64_t nsamples)

@@ -17,6 +17,7 @@ static void resolve_reals(void)
 		return;
 	for (int i = 0; i < MTS_FN_COUNT; i++)
 		*mts_wraps[i].real = dlsym(RTLD_DEFAULT, mts_wraps[i].name);
+	got_resolve_canonical();
 	resolved = true;
 }
 

@@ -14,10 +14,12 @@
 #ifndef MEMTRACED_SAMPLER_H
 #define MEMTRACED_SAMPLER_H
 
+#include "sampler_check.h"
+
 /* flags of memtraced_sampler_start */
 #define MEMTRACED_SAMPLER_ALL_WORDS 1UL /* rate 1: every allocation, nsamples = (size+7)/8 */
 
-#define MEMTRACED_SAMPLER_VERSION 1
+#define MEMTRACED_SAMPLER_VERSION 2
 
 /* Starts (or, while started, updates the rate of) the sampler: sample points are a Poisson
  * process over allocated bytes with mean gap mean_gap_bytes (= 8 / rate), or every word with
@@ -80,6 +82,9 @@ struct memtraced_sampler_stats {
 };
 
 extern struct memtraced_sampler_stats memtraced_sampler_stats;
+
+/* The check of the GOT redirections after each walk (include/sampler_check.h). */
+extern struct memtraced_sampler_check memtraced_sampler_check;
 
 /* The USDT semaphores (section .probes): a tracer attached to otel_memory:alloc / :free raises
  * them (the kernel's uprobe ref_ctr); 0 means pass-through. */

@@ -21,6 +21,7 @@ DECL(mts_mallocx); DECL(mts_rallocx); DECL(mts_xallocx); DECL(mts_dallocx); DECL
 DECL(mts_reallocf); DECL(mts_dlopen);
 
 struct real_fns mts_real;
+uintptr_t mts_canonical[MTS_FN_COUNT];
 
 const struct wrap_entry mts_wraps[MTS_FN_COUNT] = {
 	W("malloc", mts_malloc, &mts_real.malloc, MTS_MALLOC),

@@ -10,10 +10,14 @@
 void inject_err(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* The thread to stop: the main thread when it is blocked in a system call, else a thread
- * blocked in a system call other than futex (unlikely to hold a lock the call needs), else
- * the main thread (target_checks.c). */
-pid_t inject_pick_thread(pid_t pid);
+/* The threads that may be stopped, best first: the main thread when it is blocked in a system
+ * call, threads blocked in a system call other than futex (unlikely to hold a lock the call
+ * needs), in futex, then running ones. A thread with a seccomp filter of its own is never one
+ * (*confined counts them), nor a zombie (target_checks.c). */
+#define INJECT_MAX_CANDIDATES 256
+int inject_thread_candidates(pid_t pid, pid_t *out, int max, int *confined);
+/* The Seccomp: mode of one thread (/proc/PID/task/TID/status), -1 if unknown. */
+long inject_thread_seccomp(pid_t pid, pid_t tid);
 
 /* Address of a `syscall` instruction (0f 05) in an executable mapping of pid: the return
  * address of injected calls (remote_syms.c). */

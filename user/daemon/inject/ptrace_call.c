@@ -59,13 +59,24 @@ pid_t inject_session_tid(const struct inject_session *s)
 
 /* System calls that return a bare -EINTR when the thread is merely woken (signal_pending
  * is true for our PTRACE_INTERRUPT too) instead of an -ERESTART* code the kernel restarts:
- * signal(7), "interrupted by stop signals". */
+ * signal(7)'s calls that are "never restarted" (socket calls on a socket with SO_RCVTIMEO or
+ * SO_SNDTIMEO, the reads and writes of such a socket and of an inotify fd, the epoll, poll
+ * and select families, System V IPC, sleeps, AIO, sigtimedwait). Each returns -EINTR only when
+ * it did nothing yet (no byte moved, no connection taken), so starting it again is what the
+ * program would have seen without us. close() is not one: its EINTR comes after the fd is
+ * gone. */
 static bool returns_bare_eintr(long nr)
 {
 	switch (nr) {
+	case SYS_read: case SYS_readv: case SYS_write: case SYS_writev:
+	case SYS_accept: case SYS_accept4: case SYS_connect:
+	case SYS_recvfrom: case SYS_recvmsg: case SYS_recvmmsg:
+	case SYS_sendto: case SYS_sendmsg: case SYS_sendmmsg:
 	case SYS_epoll_wait: case SYS_epoll_pwait: case SYS_epoll_pwait2:
-	case SYS_rt_sigtimedwait: case SYS_semop: case SYS_semtimedop:
-	case SYS_io_getevents: case SYS_io_pgetevents:
+	case SYS_poll: case SYS_ppoll: case SYS_select: case SYS_pselect6:
+	case SYS_msgrcv: case SYS_msgsnd: case SYS_semop: case SYS_semtimedop:
+	case SYS_nanosleep: case SYS_clock_nanosleep:
+	case SYS_rt_sigtimedwait: case SYS_io_getevents: case SYS_io_pgetevents:
 		return true;
 	}
 	return false;
@@ -180,6 +191,42 @@ static int save_state(struct inject_session *s, char *err, size_t errlen)
 	return 0;
 }
 
+/* Stops one thread of s->pid that can run our calls, trying the candidates in order
+ * (inject_thread_candidates). A thread's seccomp mode is read again once it is stopped: it
+ * cannot install a filter after that. */
+static int stop_some_thread(struct inject_session *s, char *err, size_t errlen)
+{
+	pid_t cand[INJECT_MAX_CANDIDATES];
+	int confined, n = inject_thread_candidates(s->pid, cand, INJECT_MAX_CANDIDATES, &confined);
+	char why[512] = "";
+	for (int i = 0; i < n; i++) {
+		s->tid = cand[i];
+		s->gone = false;
+		if (ptrace(PTRACE_SEIZE, s->tid, NULL, (void *)(long)PTRACE_O_TRACESYSGOOD) != 0) {
+			inject_err(why, sizeof why, "cannot ptrace thread %d of pid %d: %s", (int)s->tid,
+			           (int)s->pid, strerror(errno));
+			continue;
+		}
+		if (stop_and_save(s, -1, why, sizeof why) != 0) {
+			if (!s->gone) ptrace(PTRACE_DETACH, s->tid, NULL, NULL);
+			if (kill(s->pid, 0) != 0) break;
+			continue;
+		}
+		if (inject_thread_seccomp(s->pid, s->tid) != 0) { /* a filter since the choice */
+			confined++;
+			ptrace(PTRACE_DETACH, s->tid, NULL, NULL);
+			continue;
+		}
+		return 0;
+	}
+	if (why[0]) inject_err(err, errlen, "%s", why);
+	else if (confined)
+		inject_err(err, errlen, "pid %d: every thread is confined by a seccomp filter of its "
+		           "own (%d): the library's system calls could kill it", (int)s->pid, confined);
+	else inject_err(err, errlen, "pid %d has no thread to stop", (int)s->pid);
+	return -1;
+}
+
 int inject_attach(pid_t pid, struct inject_session **out, char *err, size_t errlen)
 {
 	*out = NULL;
@@ -197,16 +244,7 @@ int inject_attach(pid_t pid, struct inject_session **out, char *err, size_t errl
 		inject_err(err, errlen, "cannot open /proc/%d/mem: %s", (int)pid, strerror(errno));
 		goto fail;
 	}
-	s->tid = inject_pick_thread(pid);
-	if (ptrace(PTRACE_SEIZE, s->tid, NULL, (void *)(long)PTRACE_O_TRACESYSGOOD) != 0) {
-		inject_err(err, errlen, "cannot ptrace thread %d of pid %d: %s", (int)s->tid, (int)pid,
-		           strerror(errno));
-		goto fail;
-	}
-	if (stop_and_save(s, -1, err, errlen) != 0) {
-		if (!s->gone) ptrace(PTRACE_DETACH, s->tid, NULL, NULL);
-		goto fail;
-	}
+	if (stop_some_thread(s, err, errlen) != 0) goto fail;
 	*out = s;
 	return 0;
 fail:

@@ -2,6 +2,8 @@
 #include "sampler_ctl.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -60,6 +62,7 @@ static int load_in(struct inject_session *s, struct sampler_ctl *c, char *err, s
 	    inject_session_dlsym(s, handle, "memtraced_sampler_version", &version_fn, err, errlen) != 0 ||
 	    inject_session_dlsym(s, handle, "memtraced_sampler_start", &c->start, err, errlen) != 0 ||
 	    inject_session_dlsym(s, handle, "memtraced_sampler_stop", &c->stop, err, errlen) != 0 ||
+	    inject_session_dlsym(s, handle, "memtraced_sampler_check", &c->check, err, errlen) != 0 ||
 	    inject_session_call(s, version_fn, NULL, 0, &version, err, errlen) != 0)
 		return -1;
 	c->version = (long)version;
@@ -157,4 +160,41 @@ int sampler_stop(struct sampler_ctl *c, char *err, size_t errlen)
 	if (kill(c->pid, 0) < 0 && errno == ESRCH) return 0;
 	uint64_t ret = 0;
 	return inject_call(c->pid, c->stop, NULL, 0, &ret, err, errlen);
+}
+
+int sampler_read_check(const struct sampler_ctl *c, struct memtraced_sampler_check *out,
+		       char *err, size_t errlen)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/mem", (int)c->pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? pread(fd, out, sizeof *out, (off_t)c->check) : -1;
+	int e = errno;
+	if (fd >= 0) close(fd);
+	if (n != (ssize_t)sizeof *out) {
+		snprintf(err, errlen, "cannot read the sampler's check in PID %d: %s", (int)c->pid,
+			 n < 0 ? strerror(e) : "short read");
+		return -1;
+	}
+	return 0;
+}
+
+void sampler_slot_object(pid_t pid, uint64_t addr, char *out, size_t outlen)
+{
+	char path[64], line[4400];
+	snprintf(out, outlen, "?");
+	snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f) return;
+	while (fgets(line, sizeof line, f)) {
+		uint64_t lo, hi;
+		int off = 0;
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %*s %*s %*s %*s %n", &lo, &hi, &off) < 2 ||
+		    addr < lo || addr >= hi)
+			continue;
+		line[strcspn(line, "\n")] = 0;
+		if (off > 0 && line[off]) snprintf(out, outlen, "%s", line + off);
+		break;
+	}
+	fclose(f);
 }

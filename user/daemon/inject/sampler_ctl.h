@@ -9,13 +9,16 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "sampler_check.h"
+
 #define SAMPLER_LIB_NAME "libmemtraced_sampler.so"
-#define SAMPLER_VERSION 1
+#define SAMPLER_VERSION 2
 
 struct sampler_ctl {
 	pid_t pid;
 	char path[4096];        /* the library, as both we and the target see it */
 	uint64_t start, stop;   /* its functions' addresses in the target */
+	uint64_t check;         /* its memtraced_sampler_check, in the target */
 	long version;
 	double rate;            /* the sampling rate to start it at */
 	bool reused;            /* it was loaded already (an earlier --inject) */
@@ -38,6 +41,11 @@ int sampler_place_held(pid_t pid, pid_t tid, long ptrace_options, struct sampler
 /* Starts sampling at rate (per 8-byte word; 1 = every word): *slots is the number of GOT
  * entries it redirected. */
 int sampler_start(struct sampler_ctl *c, double rate, long *slots, char *err, size_t errlen);
+/* The library's check of its GOT redirections, read from the target's memory (after a start). */
+int sampler_read_check(const struct sampler_ctl *c, struct memtraced_sampler_check *out,
+		       char *err, size_t errlen);
+/* The file mapped at addr in pid (for a missed slot), or "?" */
+void sampler_slot_object(pid_t pid, uint64_t addr, char *out, size_t outlen);
 /* Puts the GOT back (a process that has exited: nothing to do, 0). */
 int sampler_stop(struct sampler_ctl *c, char *err, size_t errlen);
 /* The sampler's mean gap between sample points in bytes for rate, and its flags (bit 0: every

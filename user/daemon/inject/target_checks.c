@@ -122,32 +122,72 @@ static long thread_syscall(pid_t pid, pid_t tid)
 	return end == buf ? -2 : nr;
 }
 
-pid_t inject_pick_thread(pid_t pid)
+/* A thread's own seccomp mode (/proc/PID/task/TID/status): a filter installed without TSYNC
+ * confines only the thread that installed it (and threads it creates later), so the process's
+ * status, which shows the main thread, says nothing about the others. -1 if unknown. */
+long inject_thread_seccomp(pid_t pid, pid_t tid)
 {
-	if (thread_syscall(pid, pid) >= 0) return pid;
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	DIR *d = opendir(path);
-	if (!d) return pid;
-	pid_t best = pid;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		pid_t tid = atoi(e->d_name);
-		if (tid <= 0 || tid == pid) continue;
-		long nr = thread_syscall(pid, tid);
-		if (nr >= 0 && nr != SYS_futex) {
-			best = tid;
+	char path[96], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	FILE *f = fopen(path, "re");
+	if (!f) return -1;
+	long v = -1;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "Seccomp:", 8) == 0) {
+			v = strtol(line + 8, NULL, 10);
 			break;
 		}
+	fclose(f);
+	return v;
+}
+
+static bool thread_zombie(pid_t pid, pid_t tid)
+{
+	char path[96], buf[512] = "";
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	FILE *f = fopen(path, "re");
+	if (!f) return true;
+	bool ok = fgets(buf, sizeof(buf), f) != NULL;
+	fclose(f);
+	const char *p = ok ? strrchr(buf, ')') : NULL;
+	return !p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X';
+}
+
+/* Rank of a thread as the one to stop (lower is better). */
+static int thread_rank(pid_t pid, pid_t tid)
+{
+	long nr = thread_syscall(pid, tid);
+	if (nr >= 0 && tid == pid) return 0;
+	if (nr >= 0 && nr != SYS_futex) return 1;
+	if (nr >= 0) return 2;
+	return 3;
+}
+
+int inject_thread_candidates(pid_t pid, pid_t *out, int max, int *confined)
+{
+	char path[64];
+	int n = 0, rank[INJECT_MAX_CANDIDATES];
+	*confined = 0;
+	if (max > INJECT_MAX_CANDIDATES) max = INJECT_MAX_CANDIDATES;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d) return 0;
+	struct dirent *e;
+	while ((e = readdir(d)) && n < max) {
+		pid_t tid = atoi(e->d_name);
+		if (tid <= 0 || thread_zombie(pid, tid)) continue;
+		if (inject_thread_seccomp(pid, tid) != 0) { /* its filter could kill us: never it */
+			(*confined)++;
+			continue;
+		}
+		int r = thread_rank(pid, tid), i = n++;
+		for (; i > 0 && (rank[i - 1] > r || (rank[i - 1] == r && out[i - 1] > tid)); i--) {
+			out[i] = out[i - 1];
+			rank[i] = rank[i - 1];
+		}
+		out[i] = tid;
+		rank[i] = r;
 	}
 	closedir(d);
-	/* a main thread that ended with pthread_exit is a zombie: take another one */
-	char st[64] = "";
-	if (best == pid && status_field(pid, "State", st, sizeof(st)) >= 0 && st[0] == 'Z') {
-		d = opendir(path);
-		while (d && (e = readdir(d)))
-			if (atoi(e->d_name) > 0 && atoi(e->d_name) != pid) { best = atoi(e->d_name); break; }
-		if (d) closedir(d);
-	}
-	return best;
+	return n;
 }

@@ -251,7 +251,7 @@ SAMPLER_LIB  := $(BUILD)/lib/libmemtraced_sampler.so
 SAMPLER_CFLAGS := -O2 -g -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC -fvisibility=hidden \
                   -ftls-model=initial-exec -fno-stack-protector -Iinclude
 all: $(SAMPLER_LIB)
-$(SAMPLER_LIB): $(SAMPLER_SRCS) $(wildcard user/sampler/*.h) include/sampler_check.h
+$(SAMPLER_LIB): $(SAMPLER_SRCS) $(wildcard user/sampler/*.h) include/sampler_check.h include/inject_agent.h
 	@mkdir -p $(dir $@)
 	$(CC) $(SAMPLER_CFLAGS) -shared -Wl,-z,nodelete -Wl,-z,now -Wl,-z,relro -Wl,-z,defs \
 		-Wl,--as-needed $(SAMPLER_SRCS) -o $@

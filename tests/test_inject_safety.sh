@@ -59,6 +59,7 @@ check_mode() { # MODE [PLUGIN]
 }
 
 check_mode thread_seccomp
+check_mode malloc_loop
 for mode in recv read_sock accept poll select msgrcv clock_nanosleep inotify; do
 	check_mode $mode
 done

@@ -46,13 +46,13 @@ int inject_mode_prepare(const struct cli_opts *o, pid_t pid, bool spawned, struc
 	if (placed == 0) {
 		*tracer = usdt_tracer(o, pid, c->path, err, errlen);
 		if (!*tracer) {
-			free(c);
+			sampler_ctl_free(c, true);
 			return -1;
 		}
 		*ctl = c;
 		return 0;
 	}
-	free(c);
+	sampler_ctl_free(c, true);
 	if (o->inject == CLI_INJECT_REQUIRED) {
 		snprintf(err, errlen, "--inject=required: cannot place the sampler into PID %d: %.4000s",
 			 (int)pid, why);
@@ -120,7 +120,7 @@ void inject_mode_stop(struct sampler_ctl *ctl, bool alive)
 	if (alive && sampler_stop(ctl, err, sizeof err) < 0)
 		msg_warn("PID %d: cannot put the GOT entries back (%s); the sampler stays inert "
 			 "without a tracer", (int)ctl->pid, err);
-	free(ctl);
+	sampler_ctl_free(ctl, alive);
 }
 
 void inject_mode_at_entry(void *ctl, pid_t pid, long ptrace_options)

@@ -184,7 +184,7 @@ int target_start_session(struct targets *ts, struct target *t, bool before_exec,
 	if (t->sampler && !before_exec && inject_mode_start(t->sampler, o, err, errlen) < 0) {
 		session_close(t->s);
 		t->s = NULL;
-		free(t->sampler);
+		sampler_ctl_free(t->sampler, true);
 		t->sampler = NULL;
 		return -1;
 	}

@@ -169,7 +169,8 @@ struct walk {
 
 /* The object's address range and where its ELF header is mapped. */
 struct object_span {
-	uintptr_t lo, hi, ehdr;
+	uintptr_t lo, hi, ehdr, base;
+	bool binds_own; /* some slot of a wrapped name holds the object's own definition */
 	ElfW(Dyn) *dynamic;
 };
 
@@ -249,7 +250,7 @@ enum slot_kind {
  * malloc binds its calls to itself, first eagerly or lazily. Such an object's slot is its own
  * allocator's as long as it does not hold the traced definition itself. */
 static enum slot_kind slot_kind(const struct object_span *s, uintptr_t cur, uintptr_t real,
-				uintptr_t canon, const ElfW(Sym) *sym)
+				uintptr_t canon, const ElfW(Sym) *sym, bool binds_own)
 {
 	if (mts_wrap_by_addr(cur))
 		return SLOT_WRAPPED;
@@ -258,8 +259,13 @@ static enum slot_kind slot_kind(const struct object_span *s, uintptr_t cur, uint
 	if (cur == real || (canon && cur == canon))
 		return SLOT_TRACED;
 	bool own_def = sym->st_shndx != SHN_UNDEF && sym->st_value != 0;
-	if (cur >= s->lo && cur < s->hi)
-		return own_def ? SLOT_OWN : SLOT_LAZY;
+	if (cur >= s->lo && cur < s->hi) {
+		if (own_def && cur == s->base + sym->st_value)
+			return SLOT_OWN;
+		/* a lazy stub: ld.so binds it to the global definition, but an object that bound
+		 * other allocation functions to itself (RTLD_DEEPBIND) binds this one to itself too */
+		return own_def && binds_own ? SLOT_OWN : SLOT_LAZY;
+	}
 	return SLOT_FOREIGN;
 }
 
@@ -270,7 +276,7 @@ static bool patch_slot(struct walk *w, const struct object_span *s, uintptr_t *s
 	uintptr_t wrapper = (uintptr_t)e->wrapper, real = (uintptr_t)*e->real;
 	uintptr_t canon = mts_canonical[e->fn];
 	uintptr_t cur = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-	enum slot_kind kind = slot_kind(s, cur, real, canon, sym);
+	enum slot_kind kind = slot_kind(s, cur, real, canon, sym, s->binds_own);
 	if (w->mode == WALK_CHECK) {
 		w->checked++;
 		if (kind == SLOT_TRACED || kind == SLOT_LAZY) {
@@ -348,6 +354,25 @@ static int on_object(struct dl_phdr_info *info, size_t size, void *data)
 	struct reloc_tables t;
 	if (!read_dynamic(base, s.dynamic, &t))
 		return 0;
+	s.base = base;
+	s.binds_own = false;
+	for (int k = 0; k < 2 && !s.binds_own; k++)
+		for (size_t i = 0; i < t.count[k]; i++) {
+			const ElfW(Rela) *r = &t.rela[k][i];
+			unsigned type = ELF64_R_TYPE(r->r_info), sym = ELF64_R_SYM(r->r_info);
+			if ((type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) || sym == 0 ||
+			    t.symtab[sym].st_shndx == SHN_UNDEF || !t.symtab[sym].st_value)
+				continue;
+			const struct wrap_entry *e = mts_wrap_by_name(t.strtab + t.symtab[sym].st_name);
+			if (!e)
+				continue;
+			uintptr_t own = base + t.symtab[sym].st_value;
+			uintptr_t cur = __atomic_load_n((uintptr_t *)(base + r->r_offset), __ATOMIC_ACQUIRE);
+			if (cur == own && own != (uintptr_t)*e->real) {
+				s.binds_own = true;
+				break;
+			}
+		}
 	bool complete = true;
 	for (int k = 0; k < 2; k++) {
 		for (size_t i = 0; i < t.count[k]; i++) {

@@ -15,7 +15,9 @@
 #define MEMTRACED_INJECT_H
 #include <stddef.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <sys/types.h>
+#include <sys/user.h>
 
 #define INJECT_MAX_ARGS 6   /* integer/pointer arguments, in rdi rsi rdx rcx r8 r9 */
 
@@ -61,6 +63,24 @@ int inject_detach(struct inject_session *s, char *err, size_t errlen);
 /* The process, and the thread the session stopped. */
 pid_t inject_session_pid(const struct inject_session *s);
 pid_t inject_session_tid(const struct inject_session *s);
+
+/* ---- a thread sent into code that needs no tracer (the agent, agent.h) ---- */
+
+/* Is this stopped thread at a moment where it may call pthread_create (it holds no allocator
+ * or loader lock)? why says what it is in when not. */
+typedef bool (*inject_safe_fn)(void *ctx, pid_t pid, pid_t tid, const struct user_regs_struct *r,
+                               char *why, size_t whylen);
+/* Called once the thread is chosen, with the address it must resume at: writes the stub's
+ * data. 0, or -1 with a message (the thread is let go unchanged). */
+typedef int (*inject_before_fn)(void *ctx, uint64_t resume_rip, char *err, size_t errlen);
+/* Stops threads of pid one at a time (the candidates in order, again and again for up to
+ * wait_ms) until one has no seccomp filter, is outside any rseq critical section and, with
+ * safe, is at a safe moment; then calls before and lets that thread go at entry, with every
+ * register as it was but rip, and rax = the value its program must see at the resume address
+ * (a system call it was blocked in is restarted from there: no EINTR). *tid_out: the thread. */
+int inject_redirect(pid_t pid, uint64_t entry, inject_safe_fn safe, void *safe_ctx,
+                    inject_before_fn before, void *before_ctx, long wait_ms, pid_t *tid_out,
+                    char *err, size_t errlen);
 
 /* ---- lower level, also used by the tests ---- */
 

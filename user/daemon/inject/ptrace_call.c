@@ -20,6 +20,7 @@
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "inject_int.h"
@@ -500,4 +501,129 @@ int inject_detach(struct inject_session *s, char *err, size_t errlen)
 	if (s->mem_fd >= 0) close(s->mem_fd);
 	free(s);
 	return rc;
+}
+
+/* ---- sending a thread into a stub that needs no tracer (agent.c) ---- */
+
+/* Where a thread stopped by our interrupt resumes when no handler runs (the kernel's restart
+ * rules, arch_do_signal_or_restart, applied here: with orig_rax = -1 the kernel applies none,
+ * and the stub returns to *rip with *rax). r: the registers with restart_fix applied. */
+static void resume_point(const struct user_regs_struct *r, uint64_t *rip, uint64_t *rax)
+{
+	*rip = r->rip;
+	*rax = r->rax;
+	if ((long)r->orig_rax < 0) return;
+	switch ((long)r->rax) {
+	case -512: case -513: case -514: /* -ERESTARTSYS, -ERESTARTNOINTR, -ERESTARTNOHAND */
+		*rax = r->orig_rax;
+		*rip = r->rip - 2;       /* the syscall instruction again */
+		break;
+	case -516:                       /* -ERESTART_RESTARTBLOCK: its state is the kernel's */
+		*rax = SYS_restart_syscall;
+		*rip = r->rip - 2;
+		break;
+	}
+}
+
+/* Is the thread inside an rseq critical section (its rseq_cs names a range holding rip)?
+ * Returning into one from elsewhere would run the rest of it unprotected. */
+static bool in_rseq_section(const struct inject_session *s)
+{
+	if (!s->have_rseq || !s->rseq_cs) return false;
+	struct { uint32_t version, flags; uint64_t start_ip, post_commit_offset, abort_ip; } cs;
+	if (inject_mem_read(s->mem_fd, s->rseq_cs, &cs, sizeof cs) != 0) return true;
+	return s->stopped.rip >= cs.start_ip && s->stopped.rip - cs.start_ip < cs.post_commit_offset;
+}
+
+static long ms_now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000L + t.tv_nsec / 1000000L;
+}
+
+int inject_redirect(pid_t pid, uint64_t entry, inject_safe_fn safe, void *safe_ctx,
+                    inject_before_fn before, void *before_ctx, long wait_ms, pid_t *tid_out,
+                    char *err, size_t errlen)
+{
+	char why[512] = "";
+	long deadline = ms_now() + wait_ms;
+	int unsafe = 0;
+	for (int round = 0;; round++) {
+		pid_t cand[INJECT_MAX_CANDIDATES];
+		int confined, n = inject_thread_candidates(pid, cand, INJECT_MAX_CANDIDATES, &confined);
+		if (n == 0 && kill(pid, 0) != 0) {
+			inject_err(err, errlen, "pid %d is gone", (int)pid);
+			return -1;
+		}
+		for (int i = 0; i < n; i++) {
+			struct inject_session *s = calloc(1, sizeof(*s));
+			if (!s) {
+				inject_err(err, errlen, "out of memory");
+				return -1;
+			}
+			s->pid = pid;
+			s->tid = cand[i];
+			s->mem_fd = inject_mem_open(pid, true);
+			if (s->mem_fd < 0 ||
+			    ptrace(PTRACE_SEIZE, s->tid, NULL, (void *)(long)PTRACE_O_TRACESYSGOOD) != 0) {
+				inject_err(why, sizeof why, "cannot ptrace thread %d: %s", (int)s->tid,
+				           strerror(errno));
+				if (s->mem_fd >= 0) close(s->mem_fd);
+				free(s);
+				continue;
+			}
+			if (stop_and_save(s, -1, why, sizeof why) != 0) {
+				if (!s->gone) inject_detach(s, NULL, 0);
+				else { close(s->mem_fd); free(s); }
+				continue;
+			}
+			bool ok = inject_thread_seccomp(pid, s->tid) == 0;
+			if (ok && in_rseq_section(s)) {
+				ok = false;
+				inject_err(why, sizeof why, "thread %d is in an rseq critical section", (int)s->tid);
+			}
+			if (ok && safe && !safe(safe_ctx, pid, s->tid, &s->stopped, why, sizeof why)) {
+				ok = false;
+				unsafe++;
+			}
+			if (!ok) {
+				inject_detach(s, NULL, 0); /* as it was, a blocked call restarted */
+				continue;
+			}
+			uint64_t rip, rax;
+			resume_point(&s->restore, &rip, &rax);
+			if (before(before_ctx, rip, err, errlen) != 0) {
+				inject_detach(s, NULL, 0);
+				return -1;
+			}
+			/* From here on the thread needs nothing from us: if we die now, the kernel lets
+			 * it go into the stub, which puts everything back itself. */
+			struct user_regs_struct r = s->stopped;
+			r.rip = entry;
+			r.rax = rax;
+			r.orig_rax = -1;
+			if (ptrace(PTRACE_SETREGS, s->tid, NULL, &r) != 0) {
+				inject_err(err, errlen, "PTRACE_SETREGS %d: %s", (int)s->tid, strerror(errno));
+				inject_detach(s, NULL, 0);
+				return -1;
+			}
+			ptrace(PTRACE_DETACH, s->tid, NULL, NULL);
+			if (tid_out) *tid_out = s->tid;
+			close(s->mem_fd);
+			free(s);
+			return 0;
+		}
+		if (ms_now() >= deadline) {
+			if (confined && n == 0)
+				inject_err(err, errlen, "pid %d: every thread is confined by a seccomp filter of "
+				           "its own", (int)pid);
+			else
+				inject_err(err, errlen, "no thread of pid %d was at a safe moment within %ld ms "
+				           "(%d looked at; last: %s)", (int)pid, wait_ms, unsafe,
+				           why[0] ? why : "none");
+			return -1;
+		}
+		usleep(round < 10 ? 1000 : 10000);
+	}
 }

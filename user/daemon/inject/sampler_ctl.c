@@ -14,6 +14,9 @@
 #include <unistd.h>
 
 #include "inject.h"
+#include "agent.h"
+#include "inject_agent.h"
+#include "safe_moment.h"
 
 int sampler_library_path(char *out, size_t outlen, char *err, size_t errlen)
 {
@@ -104,6 +107,23 @@ int sampler_place_held(pid_t pid, pid_t tid, long ptrace_options, struct sampler
 	return rc;
 }
 
+/* One job by the agent, its version checked. */
+static int agent_job(struct sampler_ctl *c, uint64_t op, uint64_t a0, uint64_t a1,
+		     struct inject_agent_result *res, char *err, size_t errlen)
+{
+	if (inject_agent_run(c->agent, c->path, op, a0, a1, 30000, res, err, errlen) != 0) return -1;
+	c->safe_wait_ms = res->safe_wait_ms;
+	c->agent_stub_tid = res->stub_tid;
+	if (res->version != SAMPLER_VERSION) {
+		snprintf(err, errlen, "the sampler library in PID %d is version %ld, this memtraced "
+			 "needs %d", (int)c->pid, (long)res->version, SAMPLER_VERSION);
+		return -1;
+	}
+	c->version = (long)res->version;
+	c->check = res->check_addr;
+	return 0;
+}
+
 int sampler_place(pid_t pid, const char *path, struct sampler_ctl *c, char *err, size_t errlen)
 {
 	memset(c, 0, sizeof *c);
@@ -123,15 +143,10 @@ int sampler_place(pid_t pid, const char *path, struct sampler_ctl *c, char *err,
 	uint64_t addr;
 	c->reused = inject_find_symbol(pid, "memtraced_sampler_version", &addr, NULL, 0, why,
 				       sizeof why) == 0;
-	struct inject_session *s;
-	if (inject_attach(pid, &s, err, errlen) != 0) return -1;
-	int rc = load_in(s, c, err, errlen);
-	char e2[256];
-	if (inject_detach(s, e2, sizeof e2) != 0 && rc == 0) {
-		snprintf(err, errlen, "%s", e2);
-		rc = -1;
-	}
-	return rc;
+	c->safety = safe_moment_open(pid);
+	if (inject_agent_open(pid, safe_moment_check, c->safety, &c->agent, err, errlen) != 0) return -1;
+	struct inject_agent_result res;
+	return agent_job(c, INJECT_AGENT_NONE, 0, 0, &res, err, errlen);
 }
 
 uint64_t sampler_mean_gap(double rate, uint64_t *flags)
@@ -142,15 +157,21 @@ uint64_t sampler_mean_gap(double rate, uint64_t *flags)
 
 int sampler_start(struct sampler_ctl *c, double rate, long *slots, char *err, size_t errlen)
 {
-	struct inject_session *s;
-	if (inject_attach(c->pid, &s, err, errlen) != 0) return -1;
-	int rc = start_in(s, c, rate, slots, err, errlen);
-	char e2[256];
-	if (inject_detach(s, e2, sizeof e2) != 0 && rc == 0) {
-		snprintf(err, errlen, "%s", e2);
-		rc = -1;
+	uint64_t flags, gap = sampler_mean_gap(rate, &flags);
+	struct inject_agent_result res;
+	if (!c->agent) {
+		snprintf(err, errlen, "the sampler was not placed in PID %d", (int)c->pid);
+		return -1;
 	}
-	return rc;
+	if (agent_job(c, INJECT_AGENT_START, gap, flags, &res, err, errlen) != 0) return -1;
+	if (res.ret < 0) {
+		snprintf(err, errlen, "the sampler could not start in PID %d: %s", (int)c->pid,
+			 strerror((int)-res.ret));
+		return -1;
+	}
+	c->started = true;
+	if (slots) *slots = (long)res.ret;
+	return 0;
 }
 
 int sampler_stop(struct sampler_ctl *c, char *err, size_t errlen)
@@ -158,10 +179,26 @@ int sampler_stop(struct sampler_ctl *c, char *err, size_t errlen)
 	if (!c->started) return 0;
 	c->started = false;
 	if (kill(c->pid, 0) < 0 && errno == ESRCH) return 0;
-	uint64_t ret = 0;
+	if (c->agent) {
+		struct inject_agent_result res;
+		return agent_job(c, INJECT_AGENT_STOP, 0, 0, &res, err, errlen);
+	}
+	uint64_t ret = 0; /* placed at the entry point by our hold: a call on its thread */
 	return inject_call(c->pid, c->stop, NULL, 0, &ret, err, errlen);
 }
 
+void sampler_ctl_free(struct sampler_ctl *c, bool alive)
+{
+	if (!c) return;
+	if (c->agent && !alive) {
+		/* nothing to unmap in a process that is gone or not ours to touch */
+		inject_agent_forget(c->agent);
+	} else {
+		inject_agent_close(c->agent);
+	}
+	safe_moment_close(c->safety);
+	free(c);
+}
 int sampler_read_check(const struct sampler_ctl *c, struct memtraced_sampler_check *out,
 		       char *err, size_t errlen)
 {

@@ -23,6 +23,10 @@ struct sampler_ctl {
 	double rate;            /* the sampling rate to start it at */
 	bool reused;            /* it was loaded already (an earlier --inject) */
 	bool started;
+	struct inject_agent *agent; /* placed with -p: the agent that runs our jobs (agent.h) */
+	struct safe_moment *safety; /* its check of the thread that creates the agent thread */
+	long safe_wait_ms;      /* the last job's wait for a safe moment */
+	pid_t agent_stub_tid;   /* the thread that created its agent thread */
 };
 
 /* The library memtraced places: $MEMTRACED_SAMPLER, else ../lib/libmemtraced_sampler.so next to
@@ -31,7 +35,9 @@ struct sampler_ctl {
 int sampler_library_path(char *out, size_t outlen, char *err, size_t errlen);
 /* Loads the library into pid (dlopen in the target: the same handle again if an earlier
  * --inject left it there) and finds its functions. Refuses what the injector refuses, and a
- * target whose root is not ours (a container: the library is not visible there). */
+ * target whose root is not ours (a container: the library is not visible there). The work is
+ * done by the agent (agent.h): a thread of the target's own, created at a safe moment by an
+ * application thread that runs a self-restoring stub; memtraced may die at any instant. */
 int sampler_place(pid_t pid, const char *path, struct sampler_ctl *c, char *err, size_t errlen);
 /* For a child held by our own ptrace at its program's entry point (hold_set_entry_fn):
  * loads the library on thread tid and starts it at rate, in one stop (c->pid and c->path set
@@ -48,6 +54,8 @@ int sampler_read_check(const struct sampler_ctl *c, struct memtraced_sampler_che
 void sampler_slot_object(pid_t pid, uint64_t addr, char *out, size_t outlen);
 /* Puts the GOT back (a process that has exited: nothing to do, 0). */
 int sampler_stop(struct sampler_ctl *c, char *err, size_t errlen);
+/* Frees c and its agent (the agent's region unmapped when alive). NULL is allowed. */
+void sampler_ctl_free(struct sampler_ctl *c, bool alive);
 /* The sampler's mean gap between sample points in bytes for rate, and its flags (bit 0: every
  * word); the BPF side reads nsamples = weight / gap back. */
 uint64_t sampler_mean_gap(double rate, uint64_t *flags);

@@ -3,7 +3,7 @@
 #
 #   bash bench/run.sh [BUILD]          (root; about 10-15 minutes on the project's 2-vCPU VM)
 #
-# Sections (BENCH_ONLY=micro,redis,pipeline,accuracy,format,stacks,burst,attach to pick some):
+# Sections (BENCH_ONLY=micro,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety to pick some):
 #   micro     malloc/free loop (bench/micro_alloc), ns per pair, interleaved rounds of:
 #             none | floor (empty probes on memtraced's sites) | memtraced (default rate) |
 #             memtraced --rate 1 | memtraced --inject | bcc memleak | heaptrack; plus design figures from
@@ -35,7 +35,7 @@ REDIS_ROUNDS=${BENCH_REDIS_ROUNDS:-3}
 REDIS_REQUESTS=${BENCH_REDIS_REQUESTS:-50000}
 ITERS=${BENCH_ITERS:-20000}          # pairs per traced micro run (~13 us each under probes)
 ITERS_NONE=${BENCH_ITERS_NONE:-2000000}
-ONLY=${BENCH_ONLY:-micro,redis,pipeline,accuracy,format,stacks,burst,attach}
+ONLY=${BENCH_ONLY:-micro,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety}
 ATTACH_ROUNDS=${BENCH_ATTACH_ROUNDS:-7}
 OUT=${BENCH_OUT:-$TOP/bench/results/latest.txt}
 TMP=$(mktemp -d /tmp/memtraced-bench.XXXXXX)
@@ -501,6 +501,42 @@ attach_section() {
 	note exec_hold_ms "the longest exec-stop of -- sh -c 'exec env sites' (two execs): allocator lookup of the new program and attach of a BPF program loaded ahead"
 }
 
+# --inject on a busy multi-threaded target (tests/targets/inject_hostile malloc_loop: the main
+# thread in malloc/free, three threads in pthread_cond_wait): 20 attaches, the time to the
+# sampler started and the part of it spent waiting for a safe moment; then the fault injection
+# of tests/test_inject_kill.sh with 50 runs per phase.
+inject_safety_section() {
+	local h=$(dirname "$SITES_TARGET")/inject_hostile
+	[ "$have_memtraced" = 1 ] && [ -x "$h" ] || { na inject_attach_ms_busy "memtraced or inject_hostile is not built"; return; }
+	local a=() w=() i v pid d
+	for ((i = 0; i < 20; i++)); do
+		d=$(mktemp -d "$TMP/inj.XXXXXX")
+		"$h" malloc_loop "$d/stop" >"$d/out" 2>&1 & pid=$!
+		sleep 0.2
+		"$MEMTRACED" --no-status -p $pid --inject=required --duration 0.2 -o "$d/t.ctf" 2>"$d/mt.err"
+		touch "$d/stop"; wait $pid 2>/dev/null
+		v=$(sed -nE 's/.*attached in ([0-9.]+) ms.*/\1/p' "$d/mt.err" | head -1)
+		[ -n "$v" ] && a+=("$v")
+		v=$(sed -nE 's/.* ([0-9]+) ms waiting for a safe moment.*/\1/p' "$d/mt.err" | head -1)
+		[ -n "$v" ] && w+=("$v")
+	done
+	if [ ${#a[@]} -gt 0 ]; then
+		set_result inject_attach_ms_busy "$(median "${a[@]}")"
+		set_result inject_attach_ms_busy_max "$(printf '%s\n' "${a[@]}" | sort -g | tail -1)"
+	else na inject_attach_ms_busy "no 'attached in' message: $(tail -n 1 "$d/mt.err")"; fi
+	note inject_attach_ms_busy "memtraced --inject -p on malloc_loop (main thread in malloc/free, 3 threads in cond_wait): median of 20 attaches, option parsing to the sampler started"
+	if [ ${#w[@]} -gt 0 ]; then
+		set_result inject_safe_wait_ms "$(median "${w[@]}")"
+		set_result inject_safe_wait_ms_max "$(printf '%s\n' "${w[@]}" | sort -g | tail -1)"
+	fi
+	note inject_safe_wait_ms "the part of inject_attach_ms_busy spent stopping threads until one was at a safe moment (both jobs: place and start)"
+	local out harmed
+	out=$(RUNS=50 BUILD=$BUILD bash "$TOP/tests/test_inject_kill.sh" 2>&1)
+	harmed=$(printf '%s\n' "$out" | grep -c '^FAIL')
+	set_result inject_kill_phases_failed "$harmed"
+	note inject_kill_phases_failed "tests/test_inject_kill.sh with RUNS=50: memtraced SIGKILLed at 0-5 ms in each phase (place, start, stop; 50 runs each) and during a slow dlopen (25 runs); phases with a harmed target (goal 0): $(printf '%s' "$out" | grep -E '^(FAIL|#)' | tr '\n' ' ' | cut -c1-300)"
+}
+
 include_kv() {   # PREFIX PROGRAM ARGS...: adds the program's key=value lines
 	local p=$1; shift
 	[ -x "$1" ] || { na "${p}bench" "$1 is not built"; return; }
@@ -520,6 +556,7 @@ want format && include_kv "" "$BB/format_bench"
 want stacks && include_kv stacks_ "$BB/stacks_bench"
 want burst && burst_section
 want attach && attach_section
+want inject_safety && inject_safety_section
 set_result bench_seconds $(($(date +%s) - START))
 
 # ---------------------------------------------------------------------------------------------

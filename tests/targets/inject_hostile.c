@@ -9,7 +9,9 @@
  *                   the main thread blocks in that call (the socket ones with SO_RCVTIMEO, 60 s)
  *                   until a helper thread, seeing the stop file, lets it go; any EINTR fails
  *   deepbind        a plugin loaded with RTLD_DEEPBIND has its own malloc/free; blocks it
- *                   allocated before the injection are freed by it after, and the reverse */
+ *                   allocated before the injection are freed by it after, and the reverse
+ *   slow_dlopen     a thread dlopens and dlcloses argv[3] again and again, whose constructor
+ *                   sleeps 1.5 s holding ld.so's lock; the main thread waits in read() */
 #include <dlfcn.h>
 #include <errno.h>
 #include <linux/filter.h>
@@ -230,6 +232,43 @@ static int run_blocking(void)
 	return 0;
 }
 
+/* ---- slow_dlopen ---- */
+static const char *slow_plugin;
+
+static void *slow_loader(void *arg)
+{
+	while (!stopped()) {
+		void *h = dlopen(slow_plugin, RTLD_NOW);
+		if (!h) {
+			fprintf(stderr, "dlopen: %s\n", dlerror());
+			return (void *)1L;
+		}
+		dlclose(h);
+	}
+	return NULL;
+}
+
+static int run_slow_dlopen(const char *plugin)
+{
+	slow_plugin = plugin;
+	if (pipe(fds) != 0) return fail("pipe", errno);
+	pthread_t th, rel;
+	pthread_create(&th, NULL, slow_loader, NULL);
+	pthread_create(&rel, NULL, releaser, NULL);
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	char c;
+	long r = read(fds[0], &c, 1);
+	int e = errno;
+	void *lr;
+	pthread_join(th, &lr);
+	pthread_join(rel, NULL);
+	if (r != 1) return fail("read", r < 0 ? e : EIO);
+	if (lr) return fail("dlopen", EIO);
+	printf("result %s ok\n", mode);
+	return 0;
+}
+
 /* ---- deepbind ---- */
 static int run_deepbind(const char *plugin)
 {
@@ -270,5 +309,6 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "thread_seccomp")) return run_thread_seccomp();
 	if (!strcmp(mode, "malloc_loop")) return run_malloc_loop();
 	if (!strcmp(mode, "deepbind")) return run_deepbind(argc > 3 ? argv[3] : "");
+	if (!strcmp(mode, "slow_dlopen")) return run_slow_dlopen(argc > 3 ? argv[3] : "");
 	return run_blocking();
 }

@@ -108,8 +108,10 @@ int inject_mode_start(struct sampler_ctl *ctl, const struct cli_opts *o, char *e
 {
 	long slots = 0;
 	if (sampler_start(ctl, o->rate, &slots, err, errlen) < 0) return -1;
-	msg_info("PID %d: sampler %s %s, %ld GOT entries redirected", (int)ctl->pid,
-		 ctl->reused ? "already in place (reused):" : "placed:", ctl->path, slots);
+	msg_info("PID %d: sampler %s %s, %ld GOT entries redirected (by a thread of its own, "
+		 "created by thread %d after %ld ms waiting for a safe moment)", (int)ctl->pid,
+		 ctl->reused ? "already in place (reused):" : "placed:", ctl->path, slots,
+		 (int)ctl->agent_stub_tid, ctl->safe_wait_ms);
 	return check_slots(ctl, o->inject == CLI_INJECT_REQUIRED, err, errlen);
 }
 

@@ -12,10 +12,15 @@ void inject_err(char *err, size_t errlen, const char *fmt, ...)
 
 /* The threads that may be stopped, best first: the main thread when it is blocked in a system
  * call, threads blocked in a system call other than futex (unlikely to hold a lock the call
- * needs), in futex, then running ones. A thread with a seccomp filter of its own is never one
+ * needs), in futex, then running ones, and last those in a call that returns a bare EINTR when
+ * woken (a socket with a timeout...). A thread with a seccomp filter of its own is never one
  * (*confined counts them), nor a zombie (target_checks.c). */
 #define INJECT_MAX_CANDIDATES 256
-int inject_thread_candidates(pid_t pid, pid_t *out, int max, int *confined);
+#define INJECT_RANK_BARE_EINTR 4 /* ranks[i] of a thread in such a call (NULL: not wanted) */
+int inject_thread_candidates(pid_t pid, pid_t *out, int *ranks, int max, int *confined);
+/* Does system call nr return a bare -EINTR when the thread is merely woken by our interrupt
+ * (restarted by us: ptrace_call.c)? */
+bool inject_returns_bare_eintr(long nr);
 /* The Seccomp: mode of one thread (/proc/PID/task/TID/status), -1 if unknown. */
 long inject_thread_seccomp(pid_t pid, pid_t tid);
 

@@ -58,31 +58,6 @@ pid_t inject_session_tid(const struct inject_session *s)
 	return s ? s->tid : -1;
 }
 
-/* System calls that return a bare -EINTR when the thread is merely woken (signal_pending
- * is true for our PTRACE_INTERRUPT too) instead of an -ERESTART* code the kernel restarts:
- * signal(7)'s calls that are "never restarted" (socket calls on a socket with SO_RCVTIMEO or
- * SO_SNDTIMEO, the reads and writes of such a socket and of an inotify fd, the epoll, poll
- * and select families, System V IPC, sleeps, AIO, sigtimedwait). Each returns -EINTR only when
- * it did nothing yet (no byte moved, no connection taken), so starting it again is what the
- * program would have seen without us. close() is not one: its EINTR comes after the fd is
- * gone. */
-static bool returns_bare_eintr(long nr)
-{
-	switch (nr) {
-	case SYS_read: case SYS_readv: case SYS_write: case SYS_writev:
-	case SYS_accept: case SYS_accept4: case SYS_connect:
-	case SYS_recvfrom: case SYS_recvmsg: case SYS_recvmmsg:
-	case SYS_sendto: case SYS_sendmsg: case SYS_sendmmsg:
-	case SYS_epoll_wait: case SYS_epoll_pwait: case SYS_epoll_pwait2:
-	case SYS_poll: case SYS_ppoll: case SYS_select: case SYS_pselect6:
-	case SYS_msgrcv: case SYS_msgsnd: case SYS_semop: case SYS_semtimedop:
-	case SYS_nanosleep: case SYS_clock_nanosleep:
-	case SYS_rt_sigtimedwait: case SYS_io_getevents: case SYS_io_pgetevents:
-		return true;
-	}
-	return false;
-}
-
 /* Stopped in such a call by our interrupt, the thread would see EINTR. -ERESTARTNOHAND
  * makes the kernel do what it would have done without us: restart the call if no handler
  * runs, or return EINTR if a signal's handler runs (that signal did interrupt the call). A
@@ -90,7 +65,7 @@ static bool returns_bare_eintr(long nr)
 static void restart_fix(struct user_regs_struct *r)
 {
 	const long ERESTARTNOHAND_ = 514;
-	if ((long)r->orig_rax >= 0 && (long)r->rax == -EINTR && returns_bare_eintr(r->orig_rax))
+	if ((long)r->orig_rax >= 0 && (long)r->rax == -EINTR && inject_returns_bare_eintr(r->orig_rax))
 		r->rax = (uint64_t)-ERESTARTNOHAND_;
 }
 
@@ -160,6 +135,12 @@ static int stop_and_save(struct inject_session *s, int pass_sig, char *err, size
 	}
 	s->restore = s->stopped;
 	restart_fix(&s->restore);
+	/* At once: should we die from here on, the kernel lets the thread go with these
+	 * registers, and a bare EINTR must already be a restart. */
+	if (s->restore.rax != s->stopped.rax && ptrace(PTRACE_SETREGS, s->tid, NULL, &s->restore) != 0) {
+		inject_err(err, errlen, "PTRACE_SETREGS %d: %s", (int)s->tid, strerror(errno));
+		return -1;
+	}
 	return save_state(s, err, errlen);
 }
 
@@ -198,7 +179,7 @@ static int save_state(struct inject_session *s, char *err, size_t errlen)
 static int stop_some_thread(struct inject_session *s, char *err, size_t errlen)
 {
 	pid_t cand[INJECT_MAX_CANDIDATES];
-	int confined, n = inject_thread_candidates(s->pid, cand, INJECT_MAX_CANDIDATES, &confined);
+	int confined, n = inject_thread_candidates(s->pid, cand, NULL, INJECT_MAX_CANDIDATES, &confined);
 	char why[512] = "";
 	for (int i = 0; i < n; i++) {
 		s->tid = cand[i];
@@ -551,12 +532,18 @@ int inject_redirect(pid_t pid, uint64_t entry, inject_safe_fn safe, void *safe_c
 	int unsafe = 0;
 	for (int round = 0;; round++) {
 		pid_t cand[INJECT_MAX_CANDIDATES];
-		int confined, n = inject_thread_candidates(pid, cand, INJECT_MAX_CANDIDATES, &confined);
+		int rank[INJECT_MAX_CANDIDATES], confined;
+		int n = inject_thread_candidates(pid, cand, rank, INJECT_MAX_CANDIDATES, &confined);
 		if (n == 0 && kill(pid, 0) != 0) {
 			inject_err(err, errlen, "pid %d is gone", (int)pid);
 			return -1;
 		}
+		/* A thread in a call that returns a bare EINTR when woken is stopped only when no
+		 * other one would do for half the time: between its stop and our first write of
+		 * its registers, our death would let the EINTR through. */
+		bool others_only = ms_now() < deadline - wait_ms / 2 && rank[0] < INJECT_RANK_BARE_EINTR;
 		for (int i = 0; i < n; i++) {
+			if (others_only && rank[i] >= INJECT_RANK_BARE_EINTR) continue;
 			struct inject_session *s = calloc(1, sizeof(*s));
 			if (!s) {
 				inject_err(err, errlen, "out of memory");

@@ -2,6 +2,7 @@
 #include "sampler_ctl.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -107,12 +108,32 @@ int sampler_place_held(pid_t pid, pid_t tid, long ptrace_options, struct sampler
 	return rc;
 }
 
+/* Test hook (tests/test_inject_kill.sh): MEMTRACED_TEST_KILL=PHASE:USEC SIGKILLs memtraced
+ * USEC microseconds after the phase (place, start or stop) begins, as a service manager's
+ * stop timeout would: the target must not notice. */
+static void *kill_later(void *arg)
+{
+	usleep((useconds_t)(uintptr_t)arg);
+	kill(getpid(), SIGKILL);
+	return NULL;
+}
+
+static void test_kill_hook(const char *phase)
+{
+	const char *v = getenv("MEMTRACED_TEST_KILL");
+	size_t n = strlen(phase);
+	if (!v || strncmp(v, phase, n) != 0 || v[n] != ':') return;
+	pthread_t t;
+	if (pthread_create(&t, NULL, kill_later, (void *)(uintptr_t)strtoul(v + n + 1, NULL, 10)) == 0)
+		pthread_detach(t);
+}
+
 /* One job by the agent, its version checked. */
 static int agent_job(struct sampler_ctl *c, uint64_t op, uint64_t a0, uint64_t a1,
 		     struct inject_agent_result *res, char *err, size_t errlen)
 {
 	if (inject_agent_run(c->agent, c->path, op, a0, a1, 30000, res, err, errlen) != 0) return -1;
-	c->safe_wait_ms = res->safe_wait_ms;
+	c->safe_wait_ms += res->safe_wait_ms;
 	c->agent_stub_tid = res->stub_tid;
 	if (res->version != SAMPLER_VERSION) {
 		snprintf(err, errlen, "the sampler library in PID %d is version %ld, this memtraced "
@@ -129,6 +150,7 @@ int sampler_place(pid_t pid, const char *path, struct sampler_ctl *c, char *err,
 	memset(c, 0, sizeof *c);
 	c->pid = pid;
 	snprintf(c->path, sizeof c->path, "%s", path);
+	test_kill_hook("place");
 	if (!same_root(pid)) {
 		snprintf(err, errlen, "PID %d runs in another root directory (a container?): the sampler "
 			 "library is not visible there", (int)pid);
@@ -159,6 +181,7 @@ int sampler_start(struct sampler_ctl *c, double rate, long *slots, char *err, si
 {
 	uint64_t flags, gap = sampler_mean_gap(rate, &flags);
 	struct inject_agent_result res;
+	test_kill_hook("start");
 	if (!c->agent) {
 		snprintf(err, errlen, "the sampler was not placed in PID %d", (int)c->pid);
 		return -1;
@@ -179,6 +202,7 @@ int sampler_stop(struct sampler_ctl *c, char *err, size_t errlen)
 	if (!c->started) return 0;
 	c->started = false;
 	if (kill(c->pid, 0) < 0 && errno == ESRCH) return 0;
+	test_kill_hook("stop");
 	if (c->agent) {
 		struct inject_agent_result res;
 		return agent_job(c, INJECT_AGENT_STOP, 0, 0, &res, err, errlen);

@@ -107,8 +107,33 @@ int inject_check_target(pid_t pid, char *err, size_t errlen)
 	return inject_check_exe(exe, err, errlen);
 }
 
+/* System calls that return a bare -EINTR when the thread is merely woken (signal_pending
+ * is true for our PTRACE_INTERRUPT too) instead of an -ERESTART* code the kernel restarts:
+ * signal(7)'s calls that are "never restarted" (socket calls on a socket with SO_RCVTIMEO or
+ * SO_SNDTIMEO, the reads and writes of such a socket and of an inotify fd, the epoll, poll
+ * and select families, System V IPC, sleeps, AIO, sigtimedwait). Each returns -EINTR only when
+ * it did nothing yet (no byte moved, no connection taken), so starting it again is what the
+ * program would have seen without us. close() is not one: its EINTR comes after the fd is
+ * gone. */
+bool inject_returns_bare_eintr(long nr)
+{
+	switch (nr) {
+	case SYS_read: case SYS_readv: case SYS_write: case SYS_writev:
+	case SYS_accept: case SYS_accept4: case SYS_connect:
+	case SYS_recvfrom: case SYS_recvmsg: case SYS_recvmmsg:
+	case SYS_sendto: case SYS_sendmsg: case SYS_sendmmsg:
+	case SYS_epoll_wait: case SYS_epoll_pwait: case SYS_epoll_pwait2:
+	case SYS_poll: case SYS_ppoll: case SYS_select: case SYS_pselect6:
+	case SYS_msgrcv: case SYS_msgsnd: case SYS_semop: case SYS_semtimedop:
+	case SYS_nanosleep: case SYS_clock_nanosleep:
+	case SYS_rt_sigtimedwait: case SYS_io_getevents: case SYS_io_pgetevents:
+		return true;
+	}
+	return false;
+}
+
 /* The system call a thread is blocked in, -1 if it runs user code, -2 if unknown. */
-static long thread_syscall(pid_t pid, pid_t tid)
+static long thread_syscall_arg(pid_t pid, pid_t tid, unsigned long *arg0)
 {
 	char path[96], buf[256] = "";
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
@@ -119,7 +144,42 @@ static long thread_syscall(pid_t pid, pid_t tid)
 	if (!ok || strncmp(buf, "running", 7) == 0) return -1;
 	char *end;
 	long nr = strtol(buf, &end, 10);
+	if (arg0) *arg0 = strtoul(end, NULL, 16);
 	return end == buf ? -2 : nr;
+}
+
+static long thread_syscall(pid_t pid, pid_t tid)
+{
+	return thread_syscall_arg(pid, tid, NULL);
+}
+
+/* Would stopping the thread make its system call return a bare EINTR (made a restart by us,
+ * but only once we have set its registers: a few microseconds in which our death would let
+ * the EINTR through)? The reads and writes only on a socket or an inotify fd. */
+static bool in_bare_eintr_call(pid_t pid, pid_t tid)
+{
+	unsigned long fd = 0;
+	long nr = thread_syscall_arg(pid, tid, &fd);
+	switch (nr) { /* the calls that do return a bare -EINTR when merely woken (checked on
+			* this kernel; nanosleep, poll, select and msgrcv give an -ERESTART* code) */
+	case SYS_read: case SYS_readv: case SYS_write: case SYS_writev:
+	case SYS_accept: case SYS_accept4: case SYS_connect:
+	case SYS_recvfrom: case SYS_recvmsg: case SYS_recvmmsg:
+	case SYS_sendto: case SYS_sendmsg: case SYS_sendmmsg:
+	case SYS_epoll_wait: case SYS_epoll_pwait: case SYS_epoll_pwait2:
+	case SYS_rt_sigtimedwait: case SYS_semop: case SYS_semtimedop:
+	case SYS_io_getevents: case SYS_io_pgetevents:
+		break;
+	default:
+		return false;
+	}
+	if (nr != SYS_read && nr != SYS_readv && nr != SYS_write && nr != SYS_writev) return true;
+	char p[96], target[128] = "";
+	snprintf(p, sizeof p, "/proc/%d/fd/%lu", (int)pid, fd);
+	ssize_t n = readlink(p, target, sizeof target - 1);
+	if (n <= 0) return false;
+	target[n] = 0;
+	return strncmp(target, "socket:", 7) == 0 || strstr(target, "inotify") != NULL;
 }
 
 /* A thread's own seccomp mode (/proc/PID/task/TID/status): a filter installed without TSYNC
@@ -156,6 +216,7 @@ static bool thread_zombie(pid_t pid, pid_t tid)
 /* Rank of a thread as the one to stop (lower is better). */
 static int thread_rank(pid_t pid, pid_t tid)
 {
+	if (in_bare_eintr_call(pid, tid)) return 4; /* last: see in_bare_eintr_call */
 	long nr = thread_syscall(pid, tid);
 	if (nr >= 0 && tid == pid) return 0;
 	if (nr >= 0 && nr != SYS_futex) return 1;
@@ -163,7 +224,7 @@ static int thread_rank(pid_t pid, pid_t tid)
 	return 3;
 }
 
-int inject_thread_candidates(pid_t pid, pid_t *out, int max, int *confined)
+int inject_thread_candidates(pid_t pid, pid_t *out, int *ranks, int max, int *confined)
 {
 	char path[64];
 	int n = 0, rank[INJECT_MAX_CANDIDATES];
@@ -189,5 +250,6 @@ int inject_thread_candidates(pid_t pid, pid_t *out, int max, int *confined)
 		rank[i] = r;
 	}
 	closedir(d);
+	if (ranks) memcpy(ranks, rank, n * sizeof *rank);
 	return n;
 }

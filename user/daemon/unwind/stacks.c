@@ -19,6 +19,7 @@
 #include "stacks.h"
 
 #include <elfutils/libdwfl.h>
+#include <gelf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -184,6 +185,20 @@ static int report_maps(struct stacks *s, char *err, size_t errlen)
 	return 0;
 }
 
+/* A bare ELF header saying x86-64, 64-bit, little-endian: all dwfl_attach_state needs. */
+static Elf *backend_elf(void)
+{
+	static Elf64_Ehdr eh = {
+		.e_ident = {ELFMAG0, ELFMAG1, ELFMAG2, ELFMAG3, ELFCLASS64, ELFDATA2LSB, EV_CURRENT},
+		.e_type = ET_EXEC,
+		.e_machine = EM_X86_64,
+		.e_version = EV_CURRENT,
+		.e_ehsize = sizeof(Elf64_Ehdr),
+	};
+	elf_version(EV_CURRENT);
+	return elf_memory((char *)&eh, sizeof eh);
+}
+
 static struct stacks *open_common(pid_t pid, const char *object_path, uint64_t base, char *err,
 				  size_t errlen)
 {
@@ -220,7 +235,13 @@ static struct stacks *open_common(pid_t pid, const char *object_path, uint64_t b
 		stacks_close(s);
 		return NULL;
 	}
-	if (!dwfl_attach_state(s->dwfl, NULL, pid, &stacks_thread_callbacks, s)) {
+	/* An Elf of our own for the unwinder's backend: with NULL, dwfl_attach_state borrows the
+	 * backend of the first module, which a later report of the mappings may free (node 20
+	 * maps part of its own binary again for V8's short builtin calls: the borrowed handle
+	 * dangled and the unwinder crashed in dwfl_thread_state_registers). */
+	s->backend_elf = backend_elf();
+	if (!s->backend_elf ||
+	    !dwfl_attach_state(s->dwfl, s->backend_elf, pid, &stacks_thread_callbacks, s)) {
 		if (err)
 			snprintf(err, errlen, "cannot set up unwinding for pid %d: %s", (int)pid,
 				 dwfl_errmsg(-1));
@@ -428,6 +449,8 @@ void stacks_close(struct stacks *s)
 		return;
 	if (s->dwfl)
 		dwfl_end(s->dwfl);
+	if (s->backend_elf) /* after dwfl_end: its backend was opened from it */
+		elf_end(s->backend_elf);
 	if (s->mem_fd >= 0)
 		close(s->mem_fd);
 	if (s->root_fd >= 0)

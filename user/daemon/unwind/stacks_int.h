@@ -42,6 +42,7 @@ struct frame_pc {
 struct stacks {
 	pid_t pid;
 	Dwfl *dwfl;
+	Elf *backend_elf; /* tells dwfl_attach_state the machine; lives as long as dwfl (below) */
 	int mem_fd;  /* /proc/PID/mem, -1 if it could not be opened */
 	int root_fd; /* the target's root when it is not ours (O_PATH), else -1 */
 	char root_path[32]; /* "/proc/PID/root": how libdw names files opened under root_fd */

@@ -257,18 +257,26 @@ static __always_inline int on_alloc_entry(struct pt_regs *ctx)
 	__u32 tid = (__u32)id;
 	__u32 fn = (__u32)bpf_get_attach_cookie(ctx);
 	struct mt_cpu_state *st = this_cpu_state();
-	__sync_fetch_and_add(&st->alloc_calls, 1);
-	/* a realloc of a block also frees one: counted as a free too, like a free call */
-	if ((fn == MT_FN_REALLOC || fn == MT_FN_REALLOCARRAY || fn == MT_FN_RALLOCX ||
-	     fn == MT_FN_REALLOCF) && PT_REGS_PARM1(ctx))
-		__sync_fetch_and_add(&st->free_calls, 1);
 	__u64 sp = PT_REGS_SP(ctx);
 	__u64 ip = PT_REGS_IP(ctx);
 	asm volatile("" : "+r"(ip)); /* read ctx here: clang's ctx+off pointers upset the verifier */
+	/* Counted once, by the outermost probed call (as heaptrack counts): realloc(NULL, n)
+	 * reaching malloc, posix_memalign reaching malloc, reallocarray reaching realloc are one
+	 * call each. */
 	if (is_nested(st, tid, fn, sp)) {
 		__sync_fetch_and_add(&st->nested_skipped, 1);
 		return 1;
 	}
+	/* A realloc of a block also frees one: counted as a free too, like a free call. With
+	 * size 0 it is only a free, and glibc makes it by calling free, whose probe counts it:
+	 * nothing is counted here then. */
+	bool resize = (fn == MT_FN_REALLOC || fn == MT_FN_REALLOCARRAY || fn == MT_FN_RALLOCX ||
+		       fn == MT_FN_REALLOCF) && PT_REGS_PARM1(ctx);
+	bool to_zero = resize && (fn == MT_FN_REALLOC || fn == MT_FN_REALLOCF) && !PT_REGS_PARM2(ctx);
+	if (resize && !to_zero)
+		__sync_fetch_and_add(&st->free_calls, 1);
+	if (!to_zero)
+		__sync_fetch_and_add(&st->alloc_calls, 1);
 
 	__u64 size = 0, n = 0, elem = 0, old_ptr = 0, memptr = 0;
 	switch (fn) {

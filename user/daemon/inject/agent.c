@@ -250,8 +250,23 @@ int inject_agent_open(pid_t pid, inject_safe_fn safe, void *safe_ctx, struct inj
 		pid_t tid = 0;
 		if (run_stub(a, &j, NULL, 2000, &tid, e, sizeof e) != 0) break;
 		if (wait_word(a, at, nonce, 5000) == 0) a->region = at;
-		else inject_err(e, sizeof e, "the region was not mapped at 0x%llx by thread %d",
-				(unsigned long long)at, (int)tid);
+		else {
+			/* what the thread and the address look like now: for the report */
+			char st[64] = "?", p[96], line[512];
+			snprintf(p, sizeof p, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+			FILE *f = fopen(p, "re");
+			if (f && fgets(line, sizeof line, f)) {
+				char *c = strrchr(line, ')');
+				if (c) snprintf(st, sizeof st, "%.20s", c + 2);
+			}
+			if (f) fclose(f);
+			int now = read_maps(pid, m, MAX_MAPS);
+			bool mapped = false;
+			for (int k = 0; k < now; k++) mapped |= at >= m[k].lo && at < m[k].hi;
+			inject_err(e, sizeof e, "the region was not mapped at 0x%llx by thread %d (state "
+				   "now: %s; the address is %s)", (unsigned long long)at, (int)tid, st,
+				   mapped ? "mapped, by another" : "free");
+		}
 	}
 	if (!a->region) {
 		inject_err(err, errlen, "pid %d: cannot map the agent's region: %s", (int)pid, e);

@@ -595,7 +595,14 @@ int inject_redirect(pid_t pid, uint64_t entry, inject_safe_fn safe, void *safe_c
 				inject_detach(s, NULL, 0);
 				return -1;
 			}
-			ptrace(PTRACE_DETACH, s->tid, NULL, NULL);
+			if (ptrace(PTRACE_DETACH, s->tid, NULL, NULL) != 0) {
+				/* still ours, stopped: it goes into the stub when we exit */
+				inject_err(err, errlen, "PTRACE_DETACH %d after redirecting it: %s",
+				           (int)s->tid, strerror(errno));
+				close(s->mem_fd);
+				free(s);
+				return -1;
+			}
 			if (tid_out) *tid_out = s->tid;
 			close(s->mem_fd);
 			free(s);

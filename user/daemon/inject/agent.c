@@ -124,15 +124,19 @@ static int find_cave(struct inject_agent *a, struct mapping *m, int n, size_t ne
 }
 
 /* An address for the region: below the lowest mapping of the mmap area (where the kernel
- * would put a new mapping), with a gap on both sides, shifted down by skip regions (a retry);
- * else the largest gap above 4 GiB. Only user addresses (below the stack's top). */
+ * would put a new mapping: its libraries, at 0x7e.. to 0x7f.. with ASLR), with a gap on both
+ * sides, shifted down by skip regions (a retry); never right below the stack (the kernel keeps
+ * a guard gap of 1 MiB there, where a mapping is refused: such a pick once failed three times
+ * over); else the largest gap above 4 GiB. */
 static uint64_t pick_region(struct mapping *m, int n, size_t len, int skip)
 {
-	const uint64_t margin = 1 << 16, floor = 0x7f0000000000ULL, top = 0x7ffffffff000ULL;
+	const uint64_t margin = 1 << 16, floor = 1ULL << 40, top = 0x7ffffffff000ULL;
 	uint64_t best = 0, best_gap = 0, step = (uint64_t)skip * (len + margin);
 	for (int i = 1; i < n; i++) {
 		uint64_t gap_lo = m[i - 1].hi, gap_hi = m[i].lo;
-		if (gap_hi > top || gap_hi <= gap_lo || gap_hi - gap_lo < len + 2 * margin + step)
+		bool special = m[i].path[0] == '[' && strcmp(m[i].path, "[heap]") != 0;
+		if (special || gap_hi > top || gap_hi <= gap_lo ||
+		    gap_hi - gap_lo < len + 2 * margin + step)
 			continue;
 		uint64_t at = (gap_hi - margin - len - step) & ~(PAGE - 1);
 		if (gap_hi >= floor) return at;

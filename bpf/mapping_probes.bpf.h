@@ -5,7 +5,8 @@
  * in task storage; exit: the result), global, filtered by tgid; a mapping is not an
  * allocator call, so they run in every mode, --inject included. (fentry/fexit would take one
  * program per call, but this kernel refuses them: no kprobes, ftrace closed.) A
- * successful anonymous mmap (MAP_ANONYMOUS, private or shared) or mremap is sampled with the
+ * successful anonymous mmap (MAP_ANONYMOUS, private or shared, not PROT_NONE: a reservation is
+ * not memory) or mremap is sampled with the
  * same byte countdown as malloc'ed blocks and recorded as MT_REC_MAP with the user registers
  * and stack at the system call. Its lifetime is userspace's (munmap may cut it in pieces):
  * from the first sampled mapping on, every successful munmap, every mremap's old range and the
@@ -147,7 +148,10 @@ int mapping_exit(struct trace_event_raw_sys_exit *ctx)
 		__u64 flags = c->args[3];
 		if ((flags & (MT_MAP_FIXED | MT_MAP_FIXED_NOREPLACE)) && mapping_sampled)
 			emit_unmap(id, (__u64)ret, len); /* what it replaced is gone */
-		anon = flags & MT_MAP_ANONYMOUS;
+		/* PROT_NONE: a reservation of address space (V8's code range, an allocator's
+		 * arena, a Go or Java heap), not memory; the part made usable later by a MAP_FIXED
+		 * mmap over it is a mapping of its own and counted (by mprotect: not seen) */
+		anon = (flags & MT_MAP_ANONYMOUS) && c->args[2] != 0;
 	} else { /* CALL_MREMAP */
 		if (mapping_sampled)
 			emit_unmap(id, c->args[0], len);

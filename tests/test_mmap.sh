@@ -27,7 +27,7 @@ by_func() {
 		p = index($0, ": ")
 		nf = p ? split(substr($0, p + 2), fr, / \| /) : 0
 		for (i = nf; i >= 1 && f == ""; i--)
-			if (match(fr[i], / (map_kept|map_temp|map_split|map_grown|malloc_big)$/)) f = substr(fr[i], RSTART + 1)
+			if (match(fr[i], / (map_kept|map_temp|map_split|map_grown|malloc_big|map_reserved)$/)) f = substr(fr[i], RSTART + 1)
 		if (f == "") next
 		b = ns * 8 / rate; total[f] += b; rec[f]++; idf[id] = f; idb[id] = b; alive[id] = 1
 		next

@@ -6,7 +6,9 @@
  * unmaps N mappings of 4 MiB (map_temp); maps 8 MiB and unmaps it in three parts, the middle
  * first (map_split); grows a 1 MiB mapping to 3 MiB with mremap, then unmaps it
  * (map_grown); mallocs 1 MiB (glibc serves it with a mapping of its own) and keeps it
- * (malloc_big). Each in its own noinline function named as above. Prints the truth:
+ * (malloc_big); reserves 32 MiB with PROT_NONE and makes 2 MiB of it usable with a MAP_FIXED
+ * mmap, kept (map_reserved: only those 2 MiB are memory). Each in its own noinline function
+ * named as above. Prints the truth:
  *
  *   truth FUNC CALLS BYTES LIVE_BYTES
  *
@@ -54,6 +56,18 @@ NOINLINE void map_grown(void)
 	sink = p;
 	munmap(p, 3 * MIB);
 }
+NOINLINE void *map_reserved(void)
+{
+	char *r = mmap(NULL, 32 * MIB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (r == MAP_FAILED || mmap(r + 4 * MIB, 2 * MIB, PROT_READ | PROT_WRITE,
+				    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED) {
+		perror("mmap");
+		exit(2);
+	}
+	memset(r + 4 * MIB, 1, 2 * MIB);
+	sink = r;
+	return r;
+}
 NOINLINE void *malloc_big(void) { void *p = malloc(1 * MIB); memset(p, 1, MIB); sink = p; return p; }
 
 int main(int argc, char **argv)
@@ -64,16 +78,19 @@ int main(int argc, char **argv)
 	for (int i = 0; i < n / 10 + 1; i++) map_split();
 	for (int i = 0; i < n / 10 + 1; i++) map_grown();
 	void *big = malloc_big();
+	void *reserved = map_reserved();
 	printf("truth map_kept 1 %lu %lu\n", 64 * MIB, 64 * MIB);
 	printf("truth map_temp %d %lu 0\n", n, n * 4 * MIB);
 	printf("truth map_split %d %lu 0\n", n / 10 + 1, (n / 10 + 1) * 8 * MIB);
 	printf("truth map_grown %d %lu 0\n", n / 10 + 1, (n / 10 + 1) * 4 * MIB); /* 1 + 3 MiB */
 	printf("truth malloc_big 1 %lu %lu\n", MIB, MIB);
+	printf("truth map_reserved 1 %lu %lu\n", 2 * MIB, 2 * MIB);
 	printf("ready\n");
 	fflush(stdout);
 	char line[16];
 	if (!fgets(line, sizeof line, stdin)) {}
 	sink = kept;
 	sink = big;
+	sink = reserved;
 	return 0;
 }

@@ -6,7 +6,7 @@
  * allocator call, so they run in every mode, --inject included. (fentry/fexit would take one
  * program per call, but this kernel refuses them: no kprobes, ftrace closed.) A
  * successful anonymous mmap (MAP_ANONYMOUS, private or shared, not PROT_NONE: a reservation is
- * not memory) or mremap is sampled with the
+ * not memory), mremap, or mprotect that makes part of a reservation usable is sampled with the
  * same byte countdown as malloc'ed blocks and recorded as MT_REC_MAP with the user registers
  * and stack at the system call. Its lifetime is userspace's (munmap may cut it in pieces):
  * from the first sampled mapping on, every successful munmap, every mremap's old range and the
@@ -50,6 +50,13 @@ static long vma_anonymous(struct task_struct *task, struct vm_area_struct *vma, 
 	return 0;
 }
 
+/* An anonymous mapping with no access: a reservation of address space, not memory. */
+static long vma_reserved(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	*(__u64 *)data = vma->vm_file == NULL && !(vma->vm_flags & (0x1 | 0x2 | 0x4));
+	return 0;
+}
+
 static __always_inline void sample_mapping(__u64 id, __u64 addr, __u64 len)
 {
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
@@ -85,14 +92,15 @@ struct {
 	__type(value, struct mapping_call);
 } mapping_calls SEC(".maps");
 
-enum { CALL_MMAP = 1, CALL_MUNMAP, CALL_MREMAP };
+enum { CALL_MMAP = 1, CALL_MUNMAP, CALL_MREMAP, CALL_MPROTECT };
 
 static __always_inline int enter(struct trace_event_raw_sys_enter *ctx, __u32 nr)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	if ((__u32)(id >> 32) != target_tgid || muted)
 		return 0;
-	if (nr != CALL_MMAP && !mapping_sampled)
+	/* mmap and mprotect can make memory; munmap and mremap only matter once one was sampled */
+	if (nr != CALL_MMAP && nr != CALL_MPROTECT && !mapping_sampled)
 		return 0;
 	struct mapping_call *c = bpf_task_storage_get(&mapping_calls, bpf_get_current_task_btf(), 0,
 						      BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -103,9 +111,14 @@ static __always_inline int enter(struct trace_event_raw_sys_enter *ctx, __u32 nr
 	c->nr = nr;
 	c->args[0] = ctx->args[0];
 	c->args[1] = ctx->args[1];
-	if (nr != CALL_MUNMAP) {
+	if (nr != CALL_MUNMAP)
 		c->args[2] = ctx->args[2];
+	if (nr == CALL_MMAP || nr == CALL_MREMAP)
 		c->args[3] = ctx->args[3];
+	if (nr == CALL_MPROTECT) { /* (start, len, prot): was the start a reservation? */
+		__u64 reserved = 0; /* the callback's data must be on the stack */
+		bpf_find_vma(bpf_get_current_task_btf(), c->args[0], vma_reserved, &reserved, 0);
+		c->args[3] = reserved;
 	}
 	return 0;
 }
@@ -116,6 +129,8 @@ SEC("tracepoint/syscalls/sys_enter_munmap")
 int munmap_enter(struct trace_event_raw_sys_enter *ctx) { return enter(ctx, CALL_MUNMAP); }
 SEC("tracepoint/syscalls/sys_enter_mremap")
 int mremap_enter(struct trace_event_raw_sys_enter *ctx) { return enter(ctx, CALL_MREMAP); }
+SEC("tracepoint/syscalls/sys_enter_mprotect")
+int mprotect_enter(struct trace_event_raw_sys_enter *ctx) { return enter(ctx, CALL_MPROTECT); }
 
 /* One program for the three exits (each program with a record writer costs the verifier
  * ~30 ms at every load): what the call was comes from its enter.
@@ -142,6 +157,15 @@ int mapping_exit(struct trace_event_raw_sys_exit *ctx)
 	bool anon = false;
 	if (nr == CALL_MUNMAP) {
 		emit_unmap(id, c->args[0], len);
+		return 0;
+	}
+	if (nr == CALL_MPROTECT) {
+		/* A reservation's range made usable is memory made now; a usable range made
+		 * PROT_NONE again is freed (a JIT's RW <-> RX flips are neither). */
+		if (c->args[3] && c->args[2] != 0)
+			sample_mapping(id, c->args[0], len);
+		else if (!c->args[3] && c->args[2] == 0 && mapping_sampled)
+			emit_unmap(id, c->args[0], len);
 		return 0;
 	}
 	if (nr == CALL_MMAP) {

@@ -122,9 +122,10 @@ static void fill_exp_table(volatile __u64 *table, double mean)
 }
 
 #define MAPPING_PROGS(sk) {(sk)->progs.mmap_enter, (sk)->progs.munmap_enter, (sk)->progs.mremap_enter, \
-			   (sk)->progs.mapping_exit}
-/* mapping_exit is attached to these three (its SEC names the first) */
-static const char *const mapping_exits[] = {"sys_exit_mmap", "sys_exit_munmap", "sys_exit_mremap"};
+			   (sk)->progs.mprotect_enter, (sk)->progs.mapping_exit}
+/* mapping_exit is attached to these four (its SEC names the first) */
+static const char *const mapping_exits[] = {"sys_exit_mmap", "sys_exit_munmap", "sys_exit_mremap",
+					    "sys_exit_mprotect"};
 
 /* libbpf finds a tracepoint's id in tracefs: mount it where it is missing (as perf and bcc do;
  * a system that mounts it already is left as it is). */
@@ -333,7 +334,7 @@ static int attach_mappings(struct tracer *t, char *err, size_t errlen)
 	for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
 		if (!bpf_program__autoload(progs[i])) continue;
 		bool exits = progs[i] == t->skel->progs.mapping_exit;
-		for (size_t k = 0; k < (exits ? 3 : 1); k++) {
+		for (size_t k = 0; k < (exits ? sizeof mapping_exits / sizeof mapping_exits[0] : 1); k++) {
 			struct bpf_link *l = exits ? bpf_program__attach_tracepoint(progs[i], "syscalls",
 										   mapping_exits[k])
 						   : bpf_program__attach(progs[i]);

@@ -56,15 +56,21 @@ if [ -z "$bad" ]; then pass report_reference_traces; else fail report_reference_
 
 # ---- memtrace-diff: snapshots of a leaking target (site leak_site grows)
 out=$("$DIFF" --raw "$TMP/fx/snapA.ctf" "$TMP/fx/snapB.ctf")
-expect diff_leak_first "$(first_row "$out")" '^ +1\. \+2457600 +live 819200 -> 3276800 +leak\.c:40 leak_site <- work\.c:20 work <- main\.c:10 main$'
-expect diff_new_context "$out" '^ +2\. \+81920 +live 0 -> 81920 +small\.c:60 small_site'
+expect diff_leak_first "$(first_row "$out")" '^ +1\. \+2457600 +live 819200 -> 3276800 +samples 100 -> 400 +leak\.c:40 leak_site <- work\.c:20 work <- main\.c:10 main$'
+expect diff_new_context "$out" '^ +2\. \+81920 +live 0 -> 81920 +samples 0 -> 10 +small\.c:60 small_site'
 shrank=$(printf '%s\n' "$out" | sed -n '/^Shrank/,$p')
-expect diff_shrank "$(first_row "$shrank")" '^ +1\. -409600 +live 1638400 -> 1228800 +big\.c:30'
+expect diff_shrank "$(first_row "$shrank")" '^ +1\. -409600 +live 1638400 -> 1228800 +samples 200 -> 150 +big\.c:30'
 expect diff_stack_printed "$out" '^ +at leak_site \(leak\.c:40\)$'
 out=$("$DIFF" --raw --group function "$TMP/fx/snapA.ctf" "$M")
-expect diff_general_trace_live_at_end "$(first_row "$out")" '^ +1\. \+204800 +live 0 -> 204800 +small_site$'
+expect diff_general_trace_live_at_end "$(first_row "$out")" '^ +1\. \+204800 +live 0 -> 204800 +samples 0 -> 25 +small_site$'
 out=$("$DIFF" --raw "$TMP/fx/snapB.ctf" "$TMP/fx/snapB.ctf")
 expect diff_same_is_empty "$out" '^change: \+0$'
+# a row that changed by fewer than 10 samples is marked as noise, one with more is not
+out=$("$DIFF" --raw "$TMP/fx/snapB.ctf" "$TMP/fx/snapC.ctf")
+expect diff_few_samples_marked_noise "$(first_row "$out")" '^ +1\. \+24576 +live 81920 -> 106496 +samples 10 -> 13 \(noise: under 10 samples\) +small\.c:60'
+out=$("$DIFF" --raw "$TMP/fx/snapA.ctf" "$TMP/fx/snapB.ctf")
+if printf '%s\n' "$out" | grep -q 'leak_site.*noise\|noise.*leak\.c'; then fail diff_many_samples_not_noise "$(first_row "$out")"
+else pass diff_many_samples_not_noise; fi
 
 # ---- memtrace-pprof, read back by go tool pprof
 if "$PPROF" "$M" -o "$TMP/main.pb.gz" && gzip -t "$TMP/main.pb.gz"; then pass pprof_written; else fail pprof_written "no gzip output"; fi

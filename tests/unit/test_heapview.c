@@ -16,6 +16,7 @@
  *    live at end: LEAK 819200, SMALL 204800, LEAK2 163840, BIG 0.
  * snapA.ctf: live BIG 200 samples, LEAK 100 samples (no frees: a snapshot).
  * snapB.ctf: live BIG 150 samples, LEAK 400 samples, SMALL 10 samples.
+ * snapC.ctf: snapB with SMALL 13 samples (a change memtrace-diff calls noise).
  * => diff B - A: LEAK +2457600, SMALL +81920, BIG -409600. */
 #include <dirent.h>
 #include <fcntl.h>
@@ -182,7 +183,8 @@ static int write_all(const char *dir)
 	mkdir(dir, 0755);
 	if (write_main(dir) < 0 || write_nodebug(dir) < 0 || write_unnamed(dir) < 0 ||
 	    write_snapshot(dir, "snapA.ctf", 200, 100, 0) < 0 ||
-	    write_snapshot(dir, "snapB.ctf", 150, 400, 10) < 0) {
+	    write_snapshot(dir, "snapB.ctf", 150, 400, 10) < 0 ||
+	    write_snapshot(dir, "snapC.ctf", 150, 400, 13) < 0) {
 		fprintf(stderr, "test_heapview: writing the synthetic traces into %s failed\n", dir);
 		return -1;
 	}

@@ -4,6 +4,7 @@
  * symbolic stacks (file:line function of every frame), not by location codes, so traces
  * written by different runs compare. */
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,8 @@
 #include "heapview_cli.h"
 
 #define PROG "memtrace-diff"
+/* A row whose live samples changed by fewer than this is marked as noise. */
+#define NOISE_SAMPLES 10
 
 typedef struct delta {
 	const hv_row *a, *b; /* either may be NULL */
@@ -62,9 +65,15 @@ static void print_delta(const delta *d, size_t rank, int raw, int frames, const 
 {
 	char c[32], a[32], b[32];
 	const hv_row *r = d->b ? d->b : d->a;
-	printf("%3zu. %s  live %s -> %s  %s\n", rank, fmt_bytes(d->change, raw, c),
+	uint64_t sa = d->a ? d->a->counts.live_samples : 0, sb = d->b ? d->b->counts.live_samples : 0;
+	uint64_t moved = sa > sb ? sa - sb : sb - sa;
+	/* a change resting on a few samples is what sampling gives by chance, not a leak */
+	printf("%3zu. %s  live %s -> %s  samples %llu -> %llu%s  %s\n", rank,
+	       fmt_bytes(d->change, raw, c),
 	       hv_cli_bytes(d->a ? d->a->counts.live_bytes : 0, raw, a),
-	       hv_cli_bytes(d->b ? d->b->counts.live_bytes : 0, raw, b), r->key);
+	       hv_cli_bytes(d->b ? d->b->counts.live_bytes : 0, raw, b),
+	       (unsigned long long)sa, (unsigned long long)sb,
+	       moved < NOISE_SAMPLES ? " (noise: under 10 samples)" : "", r->key);
 	hv_print_stack(stdout, d->b ? hb : ha, r->heaviest_ctx, "       ", frames);
 }
 

@@ -36,7 +36,8 @@ out=$("$REPORT" --raw --by live --group function "$M")
 expect report_group_function "$(first_row "$out")" '^ +1\. 983040 .* leak_site$'
 expect report_group_function_stacks "$out" 'heaviest of 2 stacks'
 out=$("$REPORT" --raw --by alloc --group stack "$M")
-expect report_group_stack "$out" '^ +4\. 163840 .* leak\.c:40 leak_site <- other\.c:70 other_path <- main\.c:10 main$'
+expect report_group_stack "$out" '^ +4\. 163840 .* leak\.c:40 leak_site <- \.\.\. \(3 frames, below\)$'
+expect report_group_stack_frames_below "$out" '^ +at other_path \(other\.c:70\)$'
 out=$("$REPORT" --raw --by alloc --top 1 "$M")
 if [ "$(printf '%s\n' "$out" | grep -cE '^ +[0-9]+\. ')" = 1 ]; then pass report_top_n; else fail report_top_n "not one row"; fi
 out=$("$REPORT" --raw --from 1.5 --to 3.5 "$M")
@@ -56,7 +57,7 @@ if [ -z "$bad" ]; then pass report_reference_traces; else fail report_reference_
 
 # ---- memtrace-diff: snapshots of a leaking target (site leak_site grows)
 out=$("$DIFF" --raw "$TMP/fx/snapA.ctf" "$TMP/fx/snapB.ctf")
-expect diff_leak_first "$(first_row "$out")" '^ +1\. \+2457600 +live 819200 -> 3276800 +samples 100 -> 400 +leak\.c:40 leak_site <- work\.c:20 work <- main\.c:10 main$'
+expect diff_leak_first "$(first_row "$out")" '^ +1\. \+2457600 +live 819200 -> 3276800 +samples 100 -> 400 +leak\.c:40 leak_site <- \.\.\. \(3 frames, below\)$'
 expect diff_new_context "$out" '^ +2\. \+81920 +live 0 -> 81920 +samples 0 -> 10 +small\.c:60 small_site'
 shrank=$(printf '%s\n' "$out" | sed -n '/^Shrank/,$p')
 expect diff_shrank "$(first_row "$shrank")" '^ +1\. -409600 +live 1638400 -> 1228800 +samples 200 -> 150 +big\.c:30'

@@ -2,7 +2,9 @@
 #include "heapview_cli.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int hv_cli_number(const char *prog, const char *opt, const char *s, double *out)
 {
@@ -88,4 +90,18 @@ int hv_cli_apply_wrappers(const char *prog, hv_heap *h, const hv_cli_wrappers *w
 			"--keep-wrappers to keep them\n", rep.unnamed_folded,
 			rep.unnamed_folded > 1 ? "s" : "", rep.unnamed_folded > 1 ? "s" : "", rep.example);
 	return 0;
+}
+
+/* A row's title: its key, but for a whole stack (--group stack) only its innermost frame and
+ * how many there are: the stack itself is printed below the row, one line per frame (a key
+ * of a deep C++ stack runs to thousands of characters). */
+const char *hv_cli_row_title(const char *key, int by_stack, char *buf, size_t len)
+{
+	const char *sep = by_stack ? strstr(key, " <- ") : NULL;
+	if (!sep) return key;
+	unsigned frames = 1;
+	for (const char *p = key; (p = strstr(p, " <- ")); p += 4) frames++;
+	snprintf(buf, len, "%.*s <- ... (%u frames, below)", (int)(sep - key < 400 ? sep - key : 400),
+		 key, frames);
+	return buf;
 }

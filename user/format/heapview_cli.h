@@ -45,5 +45,8 @@ void hv_cli_warn_drops(const char *prog, const mt_trace_info *info, uint64_t sam
 /* A byte count for a table: exact ("1234") when raw, else human ("1.2 KiB"). buf holds 32
  * chars. */
 const char *hv_cli_bytes(double bytes, int raw, char *buf);
+/* A row's title: its key, or with by_stack (--group stack) its innermost frame and how many
+ * frames the stack has ("f <- ... (N frames, below)"), written into buf when shortened. */
+const char *hv_cli_row_title(const char *key, int by_stack, char *buf, size_t len);
 
 #endif

@@ -61,9 +61,9 @@ static const char *fmt_bytes(double b, int raw, char *buf)
 }
 
 static void print_delta(const delta *d, size_t rank, int raw, int frames, const hv_heap *ha,
-			const hv_heap *hb)
+			const hv_heap *hb, int by_stack)
 {
-	char c[32], a[32], b[32];
+	char c[32], a[32], b[32], key[512];
 	const hv_row *r = d->b ? d->b : d->a;
 	uint64_t sa = d->a ? d->a->counts.live_samples : 0, sb = d->b ? d->b->counts.live_samples : 0;
 	uint64_t moved = sa > sb ? sa - sb : sb - sa;
@@ -73,7 +73,8 @@ static void print_delta(const delta *d, size_t rank, int raw, int frames, const 
 	       hv_cli_bytes(d->a ? d->a->counts.live_bytes : 0, raw, a),
 	       hv_cli_bytes(d->b ? d->b->counts.live_bytes : 0, raw, b),
 	       (unsigned long long)sa, (unsigned long long)sb,
-	       moved < NOISE_SAMPLES ? " (noise: under 10 samples)" : "", r->key);
+	       moved < NOISE_SAMPLES ? " (noise: under 10 samples)" : "",
+	       hv_cli_row_title(r->key, by_stack, key, sizeof key));
 	hv_print_stack(stdout, d->b ? hb : ha, r->heaviest_ctx, "       ", frames);
 }
 
@@ -143,12 +144,12 @@ int main(int argc, char **argv)
 	printf("\nGrew (live bytes B - A, largest first):\n");
 	size_t shown = 0;
 	for (size_t i = 0; i < n && d[i].change > 0 && (top == 0 || shown < top); i++)
-		print_delta(&d[i], ++shown, raw, (int)frames, h[0], h[1]);
+		print_delta(&d[i], ++shown, raw, (int)frames, h[0], h[1], group == HV_GROUP_STACK);
 	if (!shown) printf("     (none)\n");
 	printf("\nShrank (largest first):\n");
 	shown = 0;
 	for (size_t i = n; i-- > 0 && d[i].change < 0 && (top == 0 || shown < top);)
-		print_delta(&d[i], ++shown, raw, (int)frames, h[0], h[1]);
+		print_delta(&d[i], ++shown, raw, (int)frames, h[0], h[1], group == HV_GROUP_STACK);
 	if (!shown) printf("     (none)\n");
 	free(d);
 	rc = 0;

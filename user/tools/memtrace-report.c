@@ -45,6 +45,7 @@ static int cmp_rows(const void *a, const void *b)
 static void print_table(const hv_heap *h, hv_rows *rows, int by_live, size_t top, int frames,
 			int raw, const char *group_name)
 {
+	int by_stack = strcmp(group_name, "stack") == 0;
 	by_live_g = by_live;
 	hv_rows_sort(rows, cmp_rows);
 	const hv_counts *total = hv_total(h);
@@ -56,13 +57,13 @@ static void print_table(const hv_heap *h, hv_rows *rows, int by_live, size_t top
 		hv_row *r = &rows->rows[i];
 		double v = by_live ? r->counts.live_bytes : r->counts.alloc_bytes;
 		if (by_live && v <= 0) break; /* nothing live left in the rest */
-		char a[32], l[32], v_s[32];
+		char a[32], l[32], v_s[32], key[512];
 		printf("%3zu. %s  %5.1f%%  allocated %s  live %s  objects ~%.0f (%llu samples)  %s\n",
 		       ++shown, hv_cli_bytes(v, raw, v_s), denom > 0 ? 100.0 * v / denom : 0.0,
 		       hv_cli_bytes(r->counts.alloc_bytes, raw, l), hv_cli_bytes(r->counts.live_bytes, raw, a),
 		       by_live ? r->counts.live_objects : r->counts.alloc_objects,
 		       (unsigned long long)(by_live ? r->counts.live_samples : r->counts.alloc_samples),
-		       r->key);
+		       hv_cli_row_title(r->key, by_stack, key, sizeof key));
 		if (r->ncontexts > 1)
 			printf("     heaviest of %u stacks:\n", r->ncontexts);
 		hv_print_stack(stdout, h, r->heaviest_ctx, "       ", frames);

@@ -55,6 +55,12 @@ for t in "$DATA"/memtrace/*.ctf; do
 done
 if [ -z "$bad" ]; then pass report_reference_traces; else fail report_reference_traces "failed on:$bad"; fi
 
+# a frame without a line (an object without debug info) prints its object, not "object:0"
+out=$("$REPORT" "$TMP/fx/nodebug.ctf")
+expect report_frame_without_line "$out" '^ +at parse_request \(/usr/bin/prog\)$'
+if printf '%s\n' "$out" | grep -q ':0)'; then fail report_no_line_zero "$(printf '%s\n' "$out" | grep ':0)' | head -1)"
+else pass report_no_line_zero; fi
+
 # ---- memtrace-diff: snapshots of a leaking target (site leak_site grows)
 out=$("$DIFF" --raw "$TMP/fx/snapA.ctf" "$TMP/fx/snapB.ctf")
 expect diff_leak_first "$(first_row "$out")" '^ +1\. \+2457600 +live 819200 -> 3276800 +samples 100 -> 400 +leak\.c:40 leak_site <- \.\.\. \(3 frames, below\)$'

@@ -79,9 +79,15 @@ void hv_print_stack(FILE *out, const hv_heap *h, uint32_t ctx, const char *inden
 		int n = hv_lookup(h, hv_context_code(h, c), &locs);
 		if (n <= 0) fprintf(out, "%sat ?? (location code %#llx, no debug info)\n", indent,
 				    (unsigned long long)hv_context_code(h, c));
-		for (int i = n - 1; i >= 0; i--)
-			fprintf(out, "%sat %s (%s:%u)%s\n", indent, hv_defname(&locs[i]),
-				hv_filename(&locs[i]), locs[i].line, i > 0 ? " [inlined]" : "");
+		for (int i = n - 1; i >= 0; i--) {
+			/* line 0: no line known (no debug info), the file is the object's */
+			if (locs[i].line)
+				fprintf(out, "%sat %s (%s:%u)%s\n", indent, hv_defname(&locs[i]),
+					hv_filename(&locs[i]), locs[i].line, i > 0 ? " [inlined]" : "");
+			else
+				fprintf(out, "%sat %s (%s)%s\n", indent, hv_defname(&locs[i]),
+					hv_filename(&locs[i]), i > 0 ? " [inlined]" : "");
+		}
 		printed++;
 	}
 }

@@ -34,6 +34,10 @@ tm() { tmux -L "$SOCK" "$@"; }
 # A fresh pane (200x50) running a plain shell, its raw output logged to $TMP/raw.
 pane_start() {
 	tm kill-server >/dev/null 2>&1
+	# kill-server returns before the server is gone: a new session asked of a server that is
+	# exiting is lost with it (an empty screen for the whole --top part, seen once in CI)
+	local i
+	for ((i = 0; i < 50; i++)); do tm list-sessions >/dev/null 2>&1 || break; sleep 0.1; done
 	[ -f "$TMP/raw" ] && cat "$TMP/raw" >>"$TMP/raw.all"
 	: >"$TMP/raw"
 	tm new-session -d -s $S -x "${1:-200}" -y "${2:-50}" "env PS1='$ ' TERM=xterm bash --norc --noprofile" || return 1
@@ -139,7 +143,7 @@ start_demo() {
 	DEMO_PID=$!
 }
 start_demo
-pane_start
+pane_start || fail top_pane_started "tmux cannot start a session: $(tm list-sessions 2>&1 | head -1)"
 tm send-keys -t $S "$MT --top --rate 1e-3 -o $TMP/d.ctf -p $DEMO_PID; echo __END__\$?; stty -a | grep -o -- '-\?icanon' | sed 's/^/MODE:/'" Enter
 # the first data row (right under the column titles) is the leak
 first_row() { screen | grep -A1 'LIVE EST' | sed -n 2p; }

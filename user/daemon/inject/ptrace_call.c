@@ -173,33 +173,41 @@ static int save_state(struct inject_session *s, char *err, size_t errlen)
 	return 0;
 }
 
-/* Stops one thread of s->pid that can run our calls, trying the candidates in order
- * (inject_thread_candidates). A thread's seccomp mode is read again once it is stopped: it
- * cannot install a filter after that. */
+/* Seizes thread tid of s->pid and brings it to an interrupt stop, its state saved (a bare
+ * EINTR already made a restart in its registers). A thread with a seccomp filter of its own
+ * (read again once it is stopped: it cannot install one after that) is let go. 0, or -1 and
+ * why; the thread is not ours then. */
+static int stop_thread(struct inject_session *s, pid_t tid, char *why, size_t whylen)
+{
+	s->tid = tid;
+	s->gone = false;
+	if (ptrace(PTRACE_SEIZE, tid, NULL, (void *)(long)PTRACE_O_TRACESYSGOOD) != 0) {
+		inject_err(why, whylen, "cannot ptrace thread %d of pid %d: %s", (int)tid, (int)s->pid,
+		           strerror(errno));
+		return -1;
+	}
+	if (stop_and_save(s, -1, why, whylen) != 0) {
+		if (!s->gone) ptrace(PTRACE_DETACH, tid, NULL, NULL);
+		return -1;
+	}
+	if (inject_thread_seccomp(s->pid, tid) != 0) {
+		inject_err(why, whylen, "thread %d has a seccomp filter of its own", (int)tid);
+		ptrace(PTRACE_DETACH, tid, NULL, NULL);
+		return -1;
+	}
+	return 0;
+}
+
+/* Stops the first candidate thread of s->pid (inject_thread_candidates) that stop_thread
+ * takes. */
 static int stop_some_thread(struct inject_session *s, char *err, size_t errlen)
 {
 	pid_t cand[INJECT_MAX_CANDIDATES];
 	int confined, n = inject_thread_candidates(s->pid, cand, NULL, INJECT_MAX_CANDIDATES, &confined);
 	char why[512] = "";
 	for (int i = 0; i < n; i++) {
-		s->tid = cand[i];
-		s->gone = false;
-		if (ptrace(PTRACE_SEIZE, s->tid, NULL, (void *)(long)PTRACE_O_TRACESYSGOOD) != 0) {
-			inject_err(why, sizeof why, "cannot ptrace thread %d of pid %d: %s", (int)s->tid,
-			           (int)s->pid, strerror(errno));
-			continue;
-		}
-		if (stop_and_save(s, -1, why, sizeof why) != 0) {
-			if (!s->gone) ptrace(PTRACE_DETACH, s->tid, NULL, NULL);
-			if (kill(s->pid, 0) != 0) break;
-			continue;
-		}
-		if (inject_thread_seccomp(s->pid, s->tid) != 0) { /* a filter since the choice */
-			confined++;
-			ptrace(PTRACE_DETACH, s->tid, NULL, NULL);
-			continue;
-		}
-		return 0;
+		if (stop_thread(s, cand[i], why, sizeof why) == 0) return 0;
+		if (kill(s->pid, 0) != 0) break;
 	}
 	if (why[0]) inject_err(err, errlen, "%s", why);
 	else if (confined)
@@ -527,16 +535,28 @@ int inject_redirect(pid_t pid, uint64_t entry, inject_safe_fn safe, void *safe_c
                     inject_before_fn before, void *before_ctx, long wait_ms, pid_t *tid_out,
                     char *err, size_t errlen)
 {
+	struct inject_session *s = calloc(1, sizeof(*s));
+	if (!s) {
+		inject_err(err, errlen, "out of memory");
+		return -1;
+	}
+	s->pid = pid;
+	s->mem_fd = inject_mem_open(pid, true);
+	if (s->mem_fd < 0) {
+		inject_err(err, errlen, "cannot open /proc/%d/mem: %s", (int)pid, strerror(errno));
+		free(s);
+		return -1;
+	}
 	char why[512] = "";
 	long deadline = ms_now() + wait_ms;
-	int unsafe = 0;
+	int unsafe = 0, rc = -1;
 	for (int round = 0;; round++) {
 		pid_t cand[INJECT_MAX_CANDIDATES];
 		int rank[INJECT_MAX_CANDIDATES], confined;
 		int n = inject_thread_candidates(pid, cand, rank, INJECT_MAX_CANDIDATES, &confined);
 		if (n == 0 && kill(pid, 0) != 0) {
 			inject_err(err, errlen, "pid %d is gone", (int)pid);
-			return -1;
+			goto out;
 		}
 		/* A thread in a call that returns a bare EINTR when woken is stopped only when no
 		 * other one would do for half the time: between its stop and our first write of
@@ -544,45 +564,22 @@ int inject_redirect(pid_t pid, uint64_t entry, inject_safe_fn safe, void *safe_c
 		bool others_only = ms_now() < deadline - wait_ms / 2 && rank[0] < INJECT_RANK_BARE_EINTR;
 		for (int i = 0; i < n; i++) {
 			if (others_only && rank[i] >= INJECT_RANK_BARE_EINTR) continue;
-			struct inject_session *s = calloc(1, sizeof(*s));
-			if (!s) {
-				inject_err(err, errlen, "out of memory");
-				return -1;
-			}
-			s->pid = pid;
-			s->tid = cand[i];
-			s->mem_fd = inject_mem_open(pid, true);
-			if (s->mem_fd < 0 ||
-			    ptrace(PTRACE_SEIZE, s->tid, NULL, (void *)(long)PTRACE_O_TRACESYSGOOD) != 0) {
-				inject_err(why, sizeof why, "cannot ptrace thread %d: %s", (int)s->tid,
-				           strerror(errno));
-				if (s->mem_fd >= 0) close(s->mem_fd);
-				free(s);
-				continue;
-			}
-			if (stop_and_save(s, -1, why, sizeof why) != 0) {
-				if (!s->gone) inject_detach(s, NULL, 0);
-				else { close(s->mem_fd); free(s); }
-				continue;
-			}
-			bool ok = inject_thread_seccomp(pid, s->tid) == 0;
-			if (ok && in_rseq_section(s)) {
-				ok = false;
+			if (stop_thread(s, cand[i], why, sizeof why) != 0) continue;
+			bool ok = !in_rseq_section(s);
+			if (!ok)
 				inject_err(why, sizeof why, "thread %d is in an rseq critical section", (int)s->tid);
-			}
-			if (ok && safe && !safe(safe_ctx, pid, s->tid, &s->stopped, why, sizeof why)) {
-				ok = false;
-				unsafe++;
-			}
+			else if (safe && !safe(safe_ctx, pid, s->tid, &s->stopped, why, sizeof why))
+				ok = false, unsafe++;
+			/* nothing of it changed but the restart already written: let it go as it is */
 			if (!ok) {
-				inject_detach(s, NULL, 0); /* as it was, a blocked call restarted */
+				ptrace(PTRACE_DETACH, s->tid, NULL, NULL);
 				continue;
 			}
 			uint64_t rip, rax;
 			resume_point(&s->restore, &rip, &rax);
 			if (before(before_ctx, rip, err, errlen) != 0) {
-				inject_detach(s, NULL, 0);
-				return -1;
+				ptrace(PTRACE_DETACH, s->tid, NULL, NULL);
+				goto out;
 			}
 			/* From here on the thread needs nothing from us: if we die now, the kernel lets
 			 * it go into the stub, which puts everything back itself. */
@@ -592,21 +589,18 @@ int inject_redirect(pid_t pid, uint64_t entry, inject_safe_fn safe, void *safe_c
 			r.orig_rax = -1;
 			if (ptrace(PTRACE_SETREGS, s->tid, NULL, &r) != 0) {
 				inject_err(err, errlen, "PTRACE_SETREGS %d: %s", (int)s->tid, strerror(errno));
-				inject_detach(s, NULL, 0);
-				return -1;
+				ptrace(PTRACE_DETACH, s->tid, NULL, NULL);
+				goto out;
 			}
 			if (ptrace(PTRACE_DETACH, s->tid, NULL, NULL) != 0) {
 				/* still ours, stopped: it goes into the stub when we exit */
 				inject_err(err, errlen, "PTRACE_DETACH %d after redirecting it: %s",
 				           (int)s->tid, strerror(errno));
-				close(s->mem_fd);
-				free(s);
-				return -1;
+				goto out;
 			}
 			if (tid_out) *tid_out = s->tid;
-			close(s->mem_fd);
-			free(s);
-			return 0;
+			rc = 0;
+			goto out;
 		}
 		if (ms_now() >= deadline) {
 			if (confined && n == 0)
@@ -616,8 +610,12 @@ int inject_redirect(pid_t pid, uint64_t entry, inject_safe_fn safe, void *safe_c
 				inject_err(err, errlen, "no thread of pid %d was at a safe moment within %ld ms "
 				           "(%d looked at; last: %s)", (int)pid, wait_ms, unsafe,
 				           why[0] ? why : "none");
-			return -1;
+			goto out;
 		}
 		usleep(round < 10 ? 1000 : 10000);
 	}
+out:
+	close(s->mem_fd);
+	free(s);
+	return rc;
 }

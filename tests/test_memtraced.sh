@@ -171,11 +171,29 @@ if [ "$rc" = 0 ] && [ -c /dev/null ] && ! ls /dev/null.* >/dev/null 2>&1 && grep
 	pass output_dev_null
 else fail output_dev_null "exit $rc: $(tail -n 2 "$TMP/null.err" | tr '\n' ' ')"; fi
 
-# A program started through a link is named as it was started: NAME (EXECUTABLE).
+# A program started through a link is named as it was started: NAME (EXECUTABLE) in messages;
+# the trace's executable name is its file (tools take it for a path: pprof's "File:" showed
+# "clang)" for "clang++ (/usr/lib/llvm-14/bin/clang)"), the name it was started by is in the
+# context, and memtrace-report shows both.
 ln -s "$SITES" "$TMP/my-server"
 "$MT" --rate 1e-3 -o "$TMP/named.ctf" -- "$TMP/my-server" run 10 >/dev/null 2>"$TMP/named.err"
+"$DUMP" "$TMP/named.ctf" >"$TMP/named.dump" 2>&1
 if grep -q "tracing PID [0-9]* (my-server ($SITES))" "$TMP/named.err" &&
-	"$DUMP" "$TMP/named.ctf" 2>/dev/null | grep -q "^info executable_name=\"my-server ($SITES)\"$"; then
+	grep -q "^info executable_name=\"$SITES\"$" "$TMP/named.dump" &&
+	grep -q '^info context="memtraced [^;]*; started as my-server; allocator ' "$TMP/named.dump"; then
 	pass program_named_as_started
-else fail program_named_as_started "$(head -n 1 "$TMP/named.err")"; fi
-exit 0
+else fail program_named_as_started "$(head -n 1 "$TMP/named.err"); $(grep -E 'executable|context' "$TMP/named.dump" | tr '\n' ' ')"; fi
+if "$BIN/memtrace-report" "$TMP/named.ctf" 2>/dev/null | grep -q "^trace .*: executable $SITES (started as my-server), pid"
+then pass report_shows_started_as
+else fail report_shows_started_as "$("$BIN/memtrace-report" "$TMP/named.ctf" 2>&1 | head -1)"; fi
+
+
+# The report's window ends where tracing ended, not at the last event: a program that allocates
+# at its start and then sleeps 1.5 s (an xz run of 20 s read "0.000 s .. 0.102 s").
+"$MT" --rate 1e-2 -o "$TMP/idle.ctf" -- sh -c 'sleep 1.5; true' >/dev/null 2>"$TMP/idle.err"
+end=$("$BIN/memtrace-report" "$TMP/idle.ctf" 2>/dev/null | sed -n 's/^window: [0-9.]* s \.\. \([0-9.]*\) s since start.*/\1/p')
+last=$("$DUMP" "$TMP/idle.ctf" 2>/dev/null | awk '/^[0-9]+ alloc/ { t = $1 } END { print t / 1e6 }')
+echo "# window end ${end:-?} s, last allocation at ${last:-?} s"
+if awk -v e="${end:-0}" -v l="${last:-9}" 'BEGIN { exit !(e >= 1.4 && e < 5 && l < 1) }'
+then pass report_window_ends_with_tracing
+else fail report_window_ends_with_tracing "window end ${end:-?} s, last allocation ${last:-?} s"; fi

@@ -17,6 +17,8 @@
 
 #include "check.h"
 #include "unwind/demangle.h"
+#include "unwind/maps.h"
+#include "unwind/perfmap.h"
 #include "unwind/stacks.h"
 #include "sample_capture.h"
 
@@ -615,6 +617,62 @@ static void test_module_remapped(void)
 	free(maps);
 }
 
+/* What libdw is shown of the mappings (maps.c): node's layout, its builtins mapped again far
+ * above the binary; JIT code; a library whose two segments share a page. */
+static void test_maps_view(void)
+{
+	const char *text =
+		"00400000-00b6f000 r--p 00000000 fe:00 7 /usr/bin/node\n"
+		"00b72000-025fe000 r-xp 00772000 fe:00 7 /usr/bin/node\n"
+		"0563e000-0565d000 rw-p 0523d000 fe:00 7 /usr/bin/node\n"
+		"0565d000-05689000 rw-p 00000000 00:00 0 \n"
+		"27a1d000-27d22000 rw-p 00000000 00:00 0 [heap]\n"
+		"7f0000000000-7f0000040000 rwxp 00000000 00:00 0 \n"
+		"7f0000100000-7f0000200000 r-xp 014c4000 fe:00 7 /usr/bin/node\n"
+		"7f1000000000-7f1000002000 r-xp 00000000 fe:00 9 /usr/lib/libx.so\n"
+		"7f1000002000-7f1000003000 rw-p 00001000 fe:00 9 /usr/lib/libx.so\n"
+		"7f1000010000-7f1000011000 r-xp 00000000 00:00 0 [anon:v8-code]\n"
+		"7f2000000000-7f2000001000 r-xp 00000000 fe:00 7 /usr/bin/node\n"
+		"7fff00000000-7fff00002000 r-xp 00000000 00:00 0 [vdso]\n";
+	struct maps_view v;
+	char *seen = maps_view_build(text, &v);
+	CHECK("maps_view_built", seen != NULL);
+	if (!seen)
+		return;
+	CHECKF("maps_view_copies_out_of_libdw_sight", !strstr(seen, "7f0000100000") && !strstr(seen, "7f2000000000"),
+	       "%s", seen);
+	CHECK("maps_view_keeps_the_rest", strstr(seen, "00b72000-025fe000") && strstr(seen, "7f1000002000") &&
+					     strstr(seen, "[vdso]") && strstr(seen, "[heap]"));
+	const struct maps_region *r = maps_view_find(&v, 0x7f0000100010);
+	CHECKF("maps_view_copy_aliased", r && r->kind == MAPS_COPY && r->alias == 0xb72000 + (0x14c4000 - 0x772000) &&
+	       strcmp(r->name, "node") == 0, "%#lx", r ? (unsigned long)r->alias : 0ul);
+	r = maps_view_find(&v, 0x7f2000000000);
+	CHECK("maps_view_copy_of_the_first_page", r && r->kind == MAPS_COPY && r->alias == 0x400000);
+	r = maps_view_find(&v, 0x7f0000000100);
+	CHECK("maps_view_jit_region", r && r->kind == MAPS_ANON_EXEC && strcmp(r->name, "[anon:jit]") == 0);
+	r = maps_view_find(&v, 0x7f1000010010);
+	CHECK("maps_view_jit_named", r && r->kind == MAPS_ANON_EXEC && strcmp(r->name, "[anon:v8-code]") == 0);
+	CHECK("maps_view_nothing_else", v.n == 4 && !maps_view_find(&v, 0x500000) && !maps_view_find(&v, 0x7f1000000010) &&
+				       !maps_view_find(&v, 0x7fff00000000));
+	free(seen);
+	maps_view_free(&v);
+
+	struct perfmap m = {0};
+	CHECK("perfmap_parsed", perfmap_parse(&m, "1000 100 JS:a /x.js:1\n"
+						   "junk line\n"
+						   "2000 0 zero\n"
+						   "0x1080 10 JS:b moved here\n"
+						   "3000 40 last"));
+	uint64_t start = 0;
+	const char *n = perfmap_find(&m, 0x1010, &start);
+	CHECK("perfmap_finds", n && strcmp(n, "JS:a /x.js:1") == 0 && start == 0x1000);
+	n = perfmap_find(&m, 0x1088, &start);
+	CHECK("perfmap_later_line_wins", n && strcmp(n, "JS:b moved here") == 0 && start == 0x1080);
+	CHECK("perfmap_misses", !perfmap_find(&m, 0x2000, NULL) && !perfmap_find(&m, 0x3040, NULL) &&
+				!perfmap_find(&m, 0xfff, NULL) && perfmap_find(&m, 0x303f, NULL));
+	perfmap_free(&m);
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -629,5 +687,6 @@ int main(void)
 	test_split_debug();
 	test_after_exit();
 	test_module_remapped();
+	test_maps_view();
 	return CHECK_DONE();
 }

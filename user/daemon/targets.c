@@ -149,12 +149,14 @@ int target_start_session(struct targets *ts, struct target *t, bool before_exec,
 			 size_t errlen)
 {
 	const struct cli_opts *o = ts->o;
+	char started_as[256];
 	struct session_opts so = {
 		.pid = t->pid, .rate = o->rate, .stack_bytes = o->stack_bytes,
 		.ring_bytes = o->ring_bytes, .floor = o->probe_floor, .no_mappings = o->no_mmap,
 		.format_version = o->format_version,
 		.out_fd = t->out_fd, .no_trace = o->no_trace, .trace_optional = t->snap != NULL,
-		.executable = t->name[0] ? t->name : t->exe, .sites = &t->sites, .spawned = before_exec,
+		.executable = t->exe, .started_as = target_started_as(t->name, t->exe, started_as, sizeof started_as),
+		.sites = &t->sites, .spawned = before_exec,
 		.exec_time = ts->lc ? exec_time_of : NULL, .exec_ctx = ts->lc};
 	if (o->inject && !t->begun && t->initial) { /* forks and execs: uprobes */
 		int rc = inject_mode_prepare(o, t->pid, before_exec, &t->sampler, &so.tracer, err, errlen);

@@ -276,9 +276,13 @@ hv_heap *hv_load(const char *path, const hv_options *opt, char **err)
 	size_t path_cap = 0, path_len = 0;
 	mt_event ev;
 	int rc;
+	int past_window = 0;
 	while ((rc = mt_reader_next(h->reader, &ev)) > 0) {
 		if (h->warning && !opt->lenient) break;
-		if (ev.time_us > to) break; /* the window is over: the rest cannot change it */
+		if (ev.time_us > to) { /* the window is over: the rest cannot change it */
+			past_window = 1;
+			break;
+		}
 		h->end_time_us = ev.time_us;
 		if (ev.type == MT_EV_COLLECT) {
 			hv_live b;
@@ -327,6 +331,14 @@ hv_heap *hv_load(const char *path, const hv_options *opt, char **err)
 		if (live_add(h, &b) < 0) { free(path_nodes); goto oom; }
 	}
 	free(path_nodes);
+	/* The window ends where tracing ended (the writer's last packet: memtraced closes a trace
+	 * with an empty one at that time; an xz run of 20 s read "0.102 s", its last event), or
+	 * at --to when the trace goes on past it. */
+	uint64_t packets_end = mt_reader_packets_end_us(h->reader);
+	if (past_window)
+		h->end_time_us = to;
+	else if (packets_end > h->end_time_us)
+		h->end_time_us = packets_end < to ? packets_end : to;
 	if (rc < 0) {
 		*err = xstrdup_printf("%s: %s", path, mt_reader_error(h->reader));
 		goto fail;

@@ -44,7 +44,7 @@ hv_heap *hv_load(const char *path, const hv_options *opt, char **err);
 void hv_free(hv_heap *h);
 
 const mt_trace_info *hv_info(const hv_heap *h);
-uint64_t hv_end_time_us(const hv_heap *h);   /* time of the last event read (absolute) */
+uint64_t hv_end_time_us(const hv_heap *h);   /* end of the window: where tracing ended, or --to (absolute) */
 const hv_counts *hv_total(const hv_heap *h);  /* the whole window */
 
 /* Contexts: 0 .. hv_context_count()-1; 0 is the empty backtrace. Only contexts with

@@ -136,6 +136,10 @@ typedef void (*mt_warn_fn)(void *ctx, const char *message);
  * malloc'd message the caller frees. The fd is not closed by the reader. */
 mt_reader *mt_reader_open(int fd, mt_warn_fn warn, void *warn_ctx, char **err);
 const mt_trace_info *mt_reader_info(const mt_reader *r);
+/* The latest end time (timestamp_end) of the packets read so far: where the trace's writer
+ * says its trace goes, past its last event (memtraced ends a trace with an empty packet at the
+ * time tracing ended). */
+uint64_t mt_reader_packets_end_us(const mt_reader *r);
 /* 1 = *ev filled, 0 = end of trace, -1 = malformed trace (mt_reader_error says what and
  * where: packet number and byte offset). */
 int mt_reader_next(mt_reader *r, mt_event *ev);

@@ -359,6 +359,8 @@ static int start_packet(mt_reader *r)
 			     r->packet_no, r->packet_off, want, have);
 		} else {
 			if (r->v3 && start_v3_packet(r, h) < 0) return -1;
+			if (h->time_end > 0 && (uint64_t)h->time_end > r->last_packet_end)
+				r->last_packet_end = (uint64_t)h->time_end;
 			r->content_end = r->pos + want;
 			return 1;
 		}
@@ -470,6 +472,8 @@ mt_reader *mt_reader_open(int fd, mt_warn_fn warn_fn, void *warn_ctx, char **err
 }
 
 const mt_trace_info *mt_reader_info(const mt_reader *r) { return &r->info; }
+
+uint64_t mt_reader_packets_end_us(const mt_reader *r) { return r->last_packet_end; }
 
 int mt_reader_lookup(const mt_reader *r, uint64_t code, const mt_location **locs)
 {

@@ -84,6 +84,7 @@ struct mt_reader {
 	uint64_t packet_off; /* its file offset */
 	struct mtr_header hdr;
 	int in_packet;
+	uint64_t last_packet_end; /* the latest timestamp_end of a packet read (0: none yet) */
 	size_t content_end; /* end of the current packet's content in buf */
 
 	/* Allocations decoded so far = the next allocation id (v1/v2); in v3 the count starts

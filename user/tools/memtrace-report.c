@@ -123,8 +123,12 @@ int main(int argc, char **argv)
 	const mt_trace_info *info = hv_info(h);
 	const hv_counts *t = hv_total(h);
 	char a[32], l[32];
-	printf("trace %s: executable %s, pid %llu, sample rate %g per word, %u-bit words\n",
+	/* memtraced puts the name a program was started by in the context ("started as clang++") */
+	const char *as = info->context ? strstr(info->context, "started as ") : NULL;
+	int as_len = as ? (int)strcspn(as + 11, ";") : 0;
+	printf("trace %s: executable %s%s%.*s%s, pid %llu, sample rate %g per word, %u-bit words\n",
 	       argv[optind], info->executable_name ? info->executable_name : "?",
+	       as ? " (started as " : "", as_len, as ? as + 11 : "", as ? ")" : "",
 	       (unsigned long long)info->pid, info->sample_rate, info->word_size);
 	printf("window: %.3f s .. %.3f s since start", opt.from_s,
 	       (double)(hv_end_time_us(h) - info->start_time_us) / 1e6);

@@ -17,6 +17,7 @@ struct trace_out {
 	uint64_t wall_us0, mono_ns0; /* one clock pairing, taken at open */
 	uint64_t last_us;
 	uint64_t last_flush_mono_ns;
+	uint64_t end_mono_ns; /* trace_out_mark_end, 0 if not said */
 	uint64_t collects;
 	int fd;
 	uint64_t good_bytes; /* the file's length after the last call that succeeded: whole packets */
@@ -79,7 +80,12 @@ void trace_out_fill_info(const struct trace_out_info *info, uint64_t start_us, m
 {
 	if (gethostname(host, hostlen - 1) < 0) host[0] = '\0';
 	host[hostlen - 1] = '\0';
-	snprintf(context, contextlen, "memtraced %s; allocator %s; drops: %-*llu", MEMTRACED_VERSION,
+	/* the name it was started by goes into the context: tools take the executable name for a
+	 * path (pprof's "File:" is its base name) */
+	snprintf(context, contextlen, "memtraced %s; %s%.200s%sallocator %s; drops: %-*llu",
+		 MEMTRACED_VERSION, info->started_as && *info->started_as ? "started as " : "",
+		 info->started_as ? info->started_as : "",
+		 info->started_as && *info->started_as ? "; " : "",
 		 info->allocator && *info->allocator ? info->allocator : "unknown", DROPS_WIDTH,
 		 (unsigned long long)info->drops);
 	*ti = (mt_trace_info){
@@ -148,10 +154,19 @@ int trace_out_tick(struct trace_out *o)
 	return rc;
 }
 
+void trace_out_mark_end(struct trace_out *o, uint64_t mono_ns)
+{
+	if (o && !o->end_mono_ns) o->end_mono_ns = mono_ns;
+}
+
 int trace_out_close(struct trace_out *o, char *err, size_t errlen)
 {
 	if (!o) return 0;
-	int rc = mt_writer_close(o->w);
+	/* the last (empty) packet starts now: readers see where tracing ended, not only the last
+	 * event (a program idle for its last 20 s) */
+	uint64_t end = o->end_mono_ns ? o->end_mono_ns : clock_ns(CLOCK_MONOTONIC);
+	int rc = mt_writer_flush(o->w, trace_out_time_us(o, end));
+	rc = mt_writer_close(o->w) < 0 || rc < 0 ? -1 : 0;
 	if (rc < 0) {
 		/* A full disk may have taken part of a packet: cut the file back to its last whole
 		 * packet, so that it reads cleanly up to there. */

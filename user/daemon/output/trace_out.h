@@ -12,7 +12,8 @@
 struct trace_out_info {
 	pid_t pid;
 	double rate;
-	const char *executable;  /* the target's executable */
+	const char *executable;  /* the target's executable (its file) */
+	const char *started_as;  /* the name it was started by when not the file's (clang++), or NULL */
 	const char *allocator;   /* alloc_sites.allocator */
 	uint64_t drops;          /* drops counted so far, for the context string */
 	int format_version;      /* of the continuous trace: 2 (0 means 2) or 3; snapshots are v2 */
@@ -44,6 +45,9 @@ int trace_out_tick(struct trace_out *o);
  * to the last whole packet written (a full disk may have taken part of one), so it reads
  * cleanly up to there. */
 int trace_out_close(struct trace_out *o, char *err, size_t errlen);
+/* Tracing ended at mono_ns (CLOCK_MONOTONIC): the trace's last, empty packet says so when it is
+ * closed (readers end its window there); without it, the time of the close. The first call wins. */
+void trace_out_mark_end(struct trace_out *o, uint64_t mono_ns);
 const char *trace_out_error(const struct trace_out *o);
 uint64_t trace_out_allocs(const struct trace_out *o);   /* ids handed out */
 uint64_t trace_out_collects(const struct trace_out *o);

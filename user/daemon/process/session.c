@@ -278,6 +278,7 @@ int session_start_trace(struct session *s, const struct session_opts *o, char *e
 		.pid = o->pid,
 		.rate = o->rate,
 		.executable = o->executable,
+		.started_as = o->started_as,
 		.allocator = o->sites->allocator,
 		.format_version = o->format_version,
 	};
@@ -385,6 +386,7 @@ int session_finish(struct session *s)
 	 * then the counters: no record can arrive after the final drain, and every sample counted
 	 * has been read (or counted as a drop). */
 	bool muted = atomic_load(&s->muted);
+	trace_out_mark_end(s->out, trace_out_mono_now_ns()); /* detaching takes a while */
 	if (!muted) tracer_detach(s->tracer);
 	stop_intake(s);
 	tracer_get_stats(s->tracer, &s->final_stats);
@@ -445,6 +447,8 @@ void session_get_totals(struct session *s, struct session_totals *t)
 		t->unwind_truncated = ss.truncated;
 		t->unwind_errors = ss.unwind_errors;
 		t->unnamed_frames = ss.unnamed_codes;
+		t->jit_frames = ss.jit_frames;
+		t->jit_named = ss.jit_named;
 		t->capped_stacks = ss.capped_stacks;
 		t->capped_objects = ss.capped_objects;
 		t->capped_frames = ss.capped_codes;
@@ -492,6 +496,10 @@ void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 	if (t.unnamed_frames)
 		fprintf(out, "; %llu distinct frames without a name (no symbol or debug info: install "
 			"the debug files, or set DEBUGINFOD_URLS)", (unsigned long long)t.unnamed_frames);
+	if (t.jit_frames)
+		fprintf(out, "; JIT code at %llu distinct pcs, %llu of them named from the program's "
+			"perf map (/tmp/perf-PID.map)", (unsigned long long)t.jit_frames,
+			(unsigned long long)t.jit_named);
 	if (t.capped_stacks)
 		fprintf(out, "; %llu stacks cut at the frame cap", (unsigned long long)t.capped_stacks);
 	if (t.capped_objects)

@@ -28,6 +28,7 @@ struct session_opts {
 	bool trace_optional;     /* snapshots are on: a failed trace write (disk full) stops the
 	                            trace only, not the session (session_finish then returns < 0) */
 	const char *executable;  /* the target's executable, for the trace info */
+	const char *started_as;  /* the name it was started by, when not its file's, or NULL */
 	const struct alloc_sites *sites;
 	/* Optional: a tracer loaded and attached to sites already (an exec prepared while the
 	 * process was held, see hold.h); the session takes it over, also when it fails. */
@@ -51,6 +52,7 @@ struct session_totals {
 	uint64_t after_exec;                  /* records stamped after the target's exec, ignored */
 	uint64_t unwind_truncated, unwind_errors;
 	uint64_t unnamed_frames;              /* distinct frames left without a name */
+	uint64_t jit_frames, jit_named;       /* pcs in JIT code; of which named by its perf map */
 	uint64_t capped_stacks, capped_objects, capped_frames; /* caps hit (struct stacks_limits) */
 	uint64_t contexts;                    /* trie nodes */
 	uint64_t stacks;                      /* distinct call stacks sampled */

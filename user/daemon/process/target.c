@@ -250,6 +250,16 @@ int target_exit_status(int wstatus)
 	return 1;
 }
 
+const char *target_started_as(const char *name, const char *exe, char *buf, size_t len)
+{
+	size_t n = strlen(name), e = strlen(exe);
+	if (!e || n < e + 3 || strncmp(name + n - e - 1, exe, e) != 0 || name[n - 1] != ')' ||
+	    strncmp(name + n - e - 3, " (", 2) != 0)
+		return NULL;
+	snprintf(buf, len, "%.*s", (int)(n - e - 3), name);
+	return buf;
+}
+
 void target_program_name(pid_t pid, const char *argv0, const char *exe, char *buf, size_t len)
 {
 	char cmd[256] = "";

@@ -18,6 +18,8 @@ void target_exe_path(pid_t pid, char *buf, size_t len);
  * the first word of /proc/PID/cmdline when argv0 is NULL) is not exe's file name (a link:
  * Debian's redis-server is redis-check-rdb; an interpreter started as python3). */
 void target_program_name(pid_t pid, const char *argv0, const char *exe, char *buf, size_t len);
+/* From such a name, "NAME (EXE)": NAME in buf; NULL when it is exe itself. */
+const char *target_started_as(const char *name, const char *exe, char *buf, size_t len);
 
 /* A command forked and held before its execv until target_release(). */
 struct spawned {

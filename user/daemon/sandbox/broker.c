@@ -119,6 +119,18 @@ static bool ends_with(const char *s, const char *suffix)
 	return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
+/* A JIT's perf map in a target's /tmp ("/tmp/perf-PID.map"): text the unwinder names JIT
+ * code from (its owner is checked there, against the process's user). */
+static bool is_perf_map(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	if (!base || !strstr(path, "/tmp/") || strncmp(base, "/perf-", 6) != 0)
+		return false;
+	char *end;
+	strtol(base + 6, &end, 10);
+	return end != base + 6 && strcmp(end, ".map") == 0;
+}
+
 /* A file opened for the parser on a path that is not an allowed /proc file: an ELF file, one
  * of ld.so's, an executable script, or one the policy allows. */
 static bool content_ok(struct broker *b, int fd, const char *path, const char **why)
@@ -134,6 +146,7 @@ static bool content_ok(struct broker *b, int fd, const char *path, const char **
 	if (got == 4 && memcmp(magic, "\177ELF", 4) == 0) return true;
 	/* a script's #! line (which interpreter a command runs): an executable one only */
 	if (got >= 2 && magic[0] == '#' && magic[1] == '!' && (st.st_mode & 0111)) return true;
+	if (is_perf_map(path)) return true;
 	if (b->policy.path_allowed && b->policy.path_allowed(b->policy.ctx, path)) return true;
 	*why = "not an ELF file";
 	return false;

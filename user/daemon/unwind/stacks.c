@@ -33,6 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "maps.h"
+#include "perfmap.h"
 #include "symbolize.h"
 #include "u64map.h"
 
@@ -156,6 +158,41 @@ static bool has_mappings(pid_t pid)
 	return some;
 }
 
+/* The mappings to report: the live ones, or those at the target's exit. NULL if unreadable. */
+static char *maps_text(struct stacks *s)
+{
+	if (s->final_maps && !has_mappings(s->pid)) /* gone: its mappings at its exit */
+		return strdup(s->final_maps);
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/maps", (int)s->pid);
+	return maps_read_file(path, MAPS_TEXT_MAX);
+}
+
+/* Reports the target's objects to libdw, minus what maps.c keeps out of its sight (copies of
+ * an object mapped again elsewhere, which would stretch its module over the JIT code). */
+static int report_process(struct stacks *s)
+{
+	char *text = maps_text(s);
+	if (!text)
+		return errno ? errno : EIO;
+	struct maps_view view;
+	char *seen = maps_view_build(text, &view);
+	free(text);
+	if (!seen)
+		return ENOMEM;
+	int rc = 0;
+	if (seen[0]) {
+		FILE *f = fmemopen(seen, strlen(seen), "r");
+		rc = f ? dwfl_linux_proc_maps_report(s->dwfl, f) : errno;
+		if (f)
+			fclose(f);
+	}
+	free(seen);
+	maps_view_free(&s->view);
+	s->view = view;
+	return rc;
+}
+
 static int report_maps(struct stacks *s, char *err, size_t errlen)
 {
 	dwfl_report_begin(s->dwfl);
@@ -163,12 +200,8 @@ static int report_maps(struct stacks *s, char *err, size_t errlen)
 	if (s->object_path) /* no process: one object, mapped whole at its base */
 		rc = dwfl_report_elf(s->dwfl, s->object_path, s->object_path, -1, s->object_base,
 				     false) ? 0 : -1;
-	else if (s->final_maps && !has_mappings(s->pid)) { /* gone: its mappings at its exit */
-		FILE *f = fmemopen(s->final_maps, strlen(s->final_maps), "r");
-		rc = f ? dwfl_linux_proc_maps_report(s->dwfl, f) : -1;
-		if (f) fclose(f);
-	} else
-		rc = dwfl_linux_proc_report(s->dwfl, s->pid);
+	else
+		rc = report_process(s);
 	dwfl_report_end(s->dwfl, NULL, NULL);
 	if (rc != 0 && s->object_path) {
 		if (err)
@@ -222,8 +255,10 @@ static struct stacks *open_common(pid_t pid, const char *object_path, uint64_t b
 	s->object_base = base;
 	s->limits = default_limits;
 	stacks_current = s;
-	if (!object_path)
+	if (!object_path) {
 		stacks_open_target_root(s);
+		perfmap_init(&s->perfmap, pid, s->root_fd < 0);
+	}
 	s->dwfl = dwfl_begin(&stacks_proc_callbacks);
 	if (!s->dwfl) {
 		if (err)
@@ -294,13 +329,41 @@ static int unwind_once(struct stacks *s)
 	return dwfl_getthread_frames(s->dwfl, s->tid, stacks_cb_frame, s);
 }
 
-/* True when some frame's pc lies in no reported module. */
+/* In no reported module, nor in memory known to hold no object (JIT code, a copy)? */
+static bool pc_unknown(struct stacks *s, Dwarf_Addr pc)
+{
+	return !dwfl_addrmodule(s->dwfl, pc) && !maps_view_find(&s->view, pc);
+}
+
+/* True when some frame's pc lies in no known mapping. */
 static bool has_unknown_pc(struct stacks *s)
 {
 	for (int i = 0; i < s->nframes; i++)
-		if (!u64map_get(&s->pc_codes, s->frames[i].pc) && !dwfl_addrmodule(s->dwfl, s->frames[i].pc))
+		if (!u64map_get(&s->pc_codes, s->frames[i].pc) && pc_unknown(s, s->frames[i].pc))
 			return true;
 	return false;
+}
+
+/* A frame in JIT code: named by the program's perf map (re-read at most once a second when
+ * it lacks a pc), else by its region's name and the pc ("[anon:jit] 0x7f..."). */
+static uint64_t jit_code(struct stacks *s, const struct maps_region *r, Dwarf_Addr pc)
+{
+	uint64_t start = 0;
+	const char *name = s->object_path ? NULL : perfmap_find(&s->perfmap, pc, &start);
+	if (!name && !s->object_path && (s->perfmap.read_ns == 0 ||
+	    now_ns() - s->perfmap.read_ns >= (s->perfmap.absent ? 10 : 1) * 1000000000ull)) {
+		perfmap_load(&s->perfmap, s->pid);
+		name = perfmap_find(&s->perfmap, pc, &start);
+	}
+	s->stats.jit_frames++;
+	if (name) {
+		s->stats.jit_named++;
+		return marker_code(s, "jitsym", start ^ hash_bytes('J', name, strlen(name)), r->name,
+				   name);
+	}
+	char defname[96];
+	snprintf(defname, sizeof defname, "%s 0x%" PRIx64, r->name, (uint64_t)pc);
+	return marker_code(s, "jit", pc, r->name, defname);
 }
 
 static uint64_t code_of_pc(struct stacks *s, Dwarf_Addr pc)
@@ -309,6 +372,20 @@ static uint64_t code_of_pc(struct stacks *s, Dwarf_Addr pc)
 	if (code)
 		return code;
 	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
+	const struct maps_region *r = mod ? NULL : maps_view_find(&s->view, pc);
+	if (r && r->kind == MAPS_COPY && r->alias && dwfl_addrmodule(s->dwfl, r->alias + (pc - r->start))) {
+		/* the same bytes as in the object's own mapping: the same frame */
+		code = code_of_pc(s, r->alias + (pc - r->start));
+		if (code)
+			u64map_put(&s->pc_codes, pc, code);
+		return code;
+	}
+	if (r && r->kind == MAPS_ANON_EXEC) {
+		code = jit_code(s, r, pc);
+		if (code)
+			u64map_put(&s->pc_codes, pc, code);
+		return code;
+	}
 	if (!mod) {
 		s->stats.unknown_pcs++;
 		return unknown_code(s, pc); /* not cached: a later refresh may find its object */
@@ -373,7 +450,7 @@ int stacks_unwind_from(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_N
 	 * (rate-limited) and unwind again, as the unwinder stopped there for want of CFI. */
 	/* (the sample's own pc in no module: the unwinder may have wandered off by frame
 	 * pointers and "truncated" means nothing then) */
-	if (has_unknown_pc(s) || !dwfl_addrmodule(s->dwfl, regs[16])) {
+	if (has_unknown_pc(s) || pc_unknown(s, regs[16])) {
 		uint64_t t = now_ns();
 		/* the first few at once: a program just started maps its libraries while its
 		 * first samples (ld.so's own mappings) come in */
@@ -457,6 +534,8 @@ void stacks_close(struct stacks *s)
 		close(s->root_fd);
 	free(s->object_path);
 	free(s->final_maps);
+	maps_view_free(&s->view);
+	perfmap_free(&s->perfmap);
 	if (stacks_current == s)
 		stacks_current = NULL;
 	for (size_t i = 0; i < s->nentries; i++)

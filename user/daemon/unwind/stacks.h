@@ -87,6 +87,8 @@ struct stacks_stats {
 	uint64_t codes;          /* distinct codes (= symbolizations done) */
 	uint64_t refreshes;      /* re-reads of the mappings (explicit + automatic) */
 	uint64_t unknown_pcs;    /* frames whose pc lay in no object even after a refresh */
+	uint64_t jit_frames;     /* frames in anonymous executable memory (JIT code), per pc */
+	uint64_t jit_named;      /* of which named by the program's perf map */
 	uint64_t unnamed_codes;  /* distinct codes left without a name: object+0xOFFSET (no
 				    symbol, no debug info) */
 	uint64_t capped_stacks;  /* samples cut at the frame cap (or the caller's max_codes) */

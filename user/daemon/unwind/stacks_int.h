@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "maps.h"
+#include "perfmap.h"
 #include "stacks.h"
 #include "symbolize.h"
 #include "u64map.h"
@@ -18,6 +20,8 @@
 #define STACK_SPAN (64ull << 20)
 /* Frames collected per unwind before giving up (recursion gone wild, a CFI loop). */
 #define MAX_FRAMES 2048
+/* /proc/PID/maps read at most this far (a process with a million mappings: the rest unknown) */
+#define MAPS_TEXT_MAX (64u << 20)
 
 
 /* ---- objects and codes ---- */
@@ -57,6 +61,8 @@ struct stacks {
 	size_t stack_len;
 	uint64_t sp;
 	bool truncated;
+	struct maps_view view;    /* copies and JIT code: what libdw does not see (maps.c) */
+	struct perfmap perfmap;   /* names of JIT code, when the program writes them */
 	char *final_maps;         /* the target's /proc/PID/maps at its exit (stacks_set_final_maps) */
 	uint64_t max_read;        /* past the highest copied byte the unwinder read */
 	uint64_t last_end;        /* of the last sample unwound to its end, else 0 */

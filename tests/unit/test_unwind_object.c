@@ -128,13 +128,21 @@ static void test_caps(const char *path, uint64_t base)
 	stacks_close(s);
 
 	lim = none;
-	lim.max_symbolize_ns = 1; /* the first frame goes over it: the rest object+offset */
+	/* the first frame goes over it: the next one is named from the symbols, and past twice
+	 * the cap the rest are object+offset */
+	lim.max_symbolize_ns = 1;
 	s = capped_unwind(path, base, lim, c, &n, &st);
 	first = s && n > 3 ? defname_of(s, c[0], &line) : "";
+	unsigned line0 = line;
+	const char *second = s && n > 3 ? defname_of(s, c[1], &line) : "";
+	unsigned line1 = line;
 	name = s && n > 3 ? defname_of(s, c[n - 2], &line) : "";
-	CHECKF("cap_time_object_offset", strcmp(first, "recurse") == 0 &&
+	CHECKF("cap_time_symbols_then_object_offset", strcmp(first, "recurse") == 0 && line0 > 0 &&
+	       strcmp(second, "recurse") == 0 && line1 == 0 &&
 	       strncmp(name, "stacks_deep+0x", 14) == 0 && st.capped_objects == 1,
-	       "frame 0 %s, frame %d %s", first, n - 2, name);
+	       "frame 0 %s:%u, frame 1 %s:%u, frame %d %s", first, line0, second, line1, n - 2, name);
+	CHECKF("cap_note_names_object_and_cap", strcmp(st.capped_note, "stacks_deep (time)") == 0,
+	       "%s", st.capped_note);
 	stacks_close(s);
 }
 

@@ -452,6 +452,7 @@ void session_get_totals(struct session *s, struct session_totals *t)
 		t->capped_stacks = ss.capped_stacks;
 		t->capped_objects = ss.capped_objects;
 		t->capped_frames = ss.capped_codes;
+		snprintf(t->capped_note, sizeof t->capped_note, "%s", ss.capped_note);
 	}
 	struct stat sb;
 	if (s->out) t->trace_bytes = trace_out_bytes(s->out);
@@ -503,9 +504,9 @@ void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 	if (t.capped_stacks)
 		fprintf(out, "; %llu stacks cut at the frame cap", (unsigned long long)t.capped_stacks);
 	if (t.capped_objects)
-		fprintf(out, "; %llu objects over the debug-info, symbol or time cap (%llu distinct "
+		fprintf(out, "; %llu objects over the debug-info, symbol or time cap: %s (%llu distinct "
 			"frames named from symbols or object+offset)", (unsigned long long)t.capped_objects,
-			(unsigned long long)t.capped_frames);
+			t.capped_note[0] ? t.capped_note : "?", (unsigned long long)t.capped_frames);
 	if (t.other_pid) fprintf(out, "; %llu records of other processes ignored",
 				 (unsigned long long)t.other_pid);
 	if (!s->stacks && s->stacks_error[0])

@@ -52,6 +52,7 @@ struct session_totals {
 	uint64_t after_exec;                  /* records stamped after the target's exec, ignored */
 	uint64_t unwind_truncated, unwind_errors;
 	uint64_t unnamed_frames;              /* distinct frames left without a name */
+	char capped_note[160];                /* which objects, which caps (stacks_stats) */
 	uint64_t jit_frames, jit_named;       /* pcs in JIT code; of which named by its perf map */
 	uint64_t capped_stacks, capped_objects, capped_frames; /* caps hit (struct stacks_limits) */
 	uint64_t contexts;                    /* trie nodes */

@@ -68,8 +68,8 @@ static struct code_entry *entry_of(const struct stacks *s, uint64_t code)
 /* The code of (object, offset); symbolizes it (mod, pc: with symbolize_pc; mod NULL: a marker
  * with file/defname) the first time. 0 only when out of memory. */
 static uint64_t intern(struct stacks *s, uint64_t obj_hash, uint64_t offset, Dwfl_Module *mod,
-		       Dwarf_Addr pc, enum symbolize_depth depth, const char *file,
-		       const char *defname)
+		       const struct symindex *syms, Dwarf_Addr pc, enum symbolize_depth depth,
+		       const char *file, const char *defname)
 {
 	uint64_t h = u64_mix(obj_hash ^ u64_mix(offset + UINT64_C(0x9e3779b97f4a7c15)));
 	for (int tries = 0; tries < 64; tries++, h = u64_mix(h + 1)) {
@@ -95,7 +95,7 @@ static uint64_t intern(struct stacks *s, uint64_t obj_hash, uint64_t offset, Dwf
 		e->code = code;
 		e->obj_hash = obj_hash;
 		e->offset = offset;
-		int n = mod ? symbolize_pc(mod, pc, depth, &e->locs)
+		int n = mod ? symbolize_pc(mod, pc, depth, syms, &e->locs)
 			    : symbolize_marker(file, defname, &e->locs);
 		if (mod && depth != SYMBOLIZE_FULL)
 			s->stats.capped_codes++;
@@ -117,8 +117,8 @@ static uint64_t intern(struct stacks *s, uint64_t obj_hash, uint64_t offset, Dwf
 static uint64_t marker_code(struct stacks *s, const char *kind, uint64_t offset, const char *file,
 			    const char *defname)
 {
-	return intern(s, hash_bytes('M', kind, strlen(kind)), offset, NULL, 0, SYMBOLIZE_FULL, file,
-		      defname);
+	return intern(s, hash_bytes('M', kind, strlen(kind)), offset, NULL, NULL, 0, SYMBOLIZE_FULL,
+		      file, defname);
 }
 
 static uint64_t truncated_code(struct stacks *s, size_t stack_len)
@@ -397,12 +397,19 @@ static uint64_t code_of_pc(struct stacks *s, Dwarf_Addr pc)
 	if (s->stats.codes >= s->limits.max_symbolized)
 		depth = SYMBOLIZE_OFFSET;
 	uint64_t t0 = now_ns();
-	code = intern(s, o->hash, pc - o->bias, mod, pc, depth, NULL, NULL);
+	if (depth != SYMBOLIZE_OFFSET && !o->syms.built)
+		symindex_build(&o->syms, mod);
+	code = intern(s, o->hash, pc - o->bias, mod, o->syms.failed ? NULL : &o->syms, pc, depth,
+		      NULL, NULL);
 	o->symbolize_ns += now_ns() - t0;
-	if (o->depth != SYMBOLIZE_OFFSET && o->symbolize_ns > s->limits.max_symbolize_ns) {
-		if (o->depth == SYMBOLIZE_FULL)
-			s->stats.capped_objects++;
+	/* Over the time cap, the object is named from its symbols (a lookup costs O(log n)), and
+	 * over twice the cap from object+offset only: the names found so far stay. */
+	if (o->depth == SYMBOLIZE_FULL && o->symbolize_ns > s->limits.max_symbolize_ns) {
+		o->depth = SYMBOLIZE_NAMES;
+		stacks_note_cap(s, mod, "time");
+	} else if (o->depth == SYMBOLIZE_NAMES && o->symbolize_ns > 2 * s->limits.max_symbolize_ns) {
 		o->depth = SYMBOLIZE_OFFSET;
+		stacks_note_cap(s, mod, "time");
 	}
 	if (code)
 		u64map_put(&s->pc_codes, pc, code);
@@ -546,6 +553,7 @@ void stacks_close(struct stacks *s)
 	while (s->objects) {
 		struct object *o = s->objects;
 		s->objects = o->next;
+		symindex_free(&o->syms);
 		free(o);
 	}
 	free(s);

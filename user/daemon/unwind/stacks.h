@@ -93,6 +93,7 @@ struct stacks_stats {
 				    symbol, no debug info) */
 	uint64_t capped_stacks;  /* samples cut at the frame cap (or the caller's max_codes) */
 	uint64_t capped_objects; /* objects over the debug-info, symbol or time cap */
+	char capped_note[160];   /* which: "libfoo.so (time), libbar.so (debug info)" */
 	uint64_t capped_codes;   /* distinct codes of such objects, named from their symbols
 				    or object+0xOFFSET only */
 };

@@ -65,17 +65,37 @@ struct object *stacks_module_object(struct stacks *s, Dwfl_Module *mod)
 	 * lookup in it is too (libdwfl 0.188 scans it), hence the cap on its size. */
 	Elf *elf = dwfl_module_getelf(mod, &bias);
 	int nsyms = dwfl_module_getsymtab(mod);
-	if (elf && debug_bytes(elf) > s->limits.max_debug_bytes)
-		o->depth = SYMBOLIZE_NAMES;
-	if (nsyms > 0 && (uint64_t)nsyms > s->limits.max_symbols)
-		o->depth = SYMBOLIZE_OFFSET;
-	if (o->depth != SYMBOLIZE_FULL)
-		s->stats.capped_objects++;
 	o->next = s->objects;
 	s->objects = o;
 	if (userdata)
 		*userdata = o;
+	if (elf && debug_bytes(elf) > s->limits.max_debug_bytes) {
+		o->depth = SYMBOLIZE_NAMES;
+		stacks_note_cap(s, mod, "debug info");
+	}
+	if (nsyms > 0 && (uint64_t)nsyms > s->limits.max_symbols) {
+		o->depth = SYMBOLIZE_OFFSET;
+		stacks_note_cap(s, mod, "symbols");
+	}
 	return o;
+}
+
+void stacks_note_cap(struct stacks *s, Dwfl_Module *mod, const char *cap)
+{
+	void **userdata = NULL;
+	const char *path = dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
+	struct object *o = userdata ? *userdata : NULL;
+	if (o && o->capped)
+		return;
+	if (o)
+		o->capped = true;
+	s->stats.capped_objects++;
+	const char *base = path && strrchr(path, '/') ? strrchr(path, '/') + 1 : path ? path : "?";
+	char *note = s->stats.capped_note;
+	size_t len = strlen(note), room = sizeof s->stats.capped_note - len;
+	int n = snprintf(note + len, room, "%s%s (%s)", len ? ", " : "", base, cap);
+	if (n < 0 || (size_t)n >= room) /* no room: the count says there are more */
+		note[len] = '\0';
 }
 
 /* ---- libdw callbacks ---- */
@@ -142,9 +162,7 @@ static int cb_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modn
 		close(fd);
 		free(*debuginfo_file_name);
 		*debuginfo_file_name = NULL;
-		if (s->last_refused != mod)
-			s->stats.capped_objects++;
-		s->last_refused = mod;
+		stacks_note_cap(s, mod, "debug info");
 		return -1;
 	}
 	return fd;

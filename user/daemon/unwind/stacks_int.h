@@ -9,6 +9,7 @@
 #include "maps.h"
 #include "perfmap.h"
 #include "stacks.h"
+#include "symindex.h"
 #include "symbolize.h"
 #include "u64map.h"
 
@@ -30,6 +31,8 @@ struct object {          /* one per Dwfl_Module, hung on the module's userdata *
 	Dwarf_Addr bias;     /* load address - ELF address */
 	enum symbolize_depth depth; /* lowered when the object goes over a cap */
 	uint64_t symbolize_ns;      /* time spent symbolizing its frames */
+	struct symindex syms;       /* its symbols by address, built at its first frame */
+	bool capped;                /* counted in stats.capped_objects */
 	struct object *next; /* all objects, for stacks_close */
 };
 
@@ -81,7 +84,6 @@ struct stacks {
 
 	struct stacks_stats stats;
 	struct stacks_limits limits;
-	Dwfl_Module *last_refused; /* the module whose debug file was last refused (counted once) */
 };
 
 
@@ -108,5 +110,7 @@ extern const Dwfl_Thread_Callbacks stacks_thread_callbacks;
 void stacks_open_target_root(struct stacks *s);
 int stacks_cb_frame(Dwfl_Frame *frame, void *arg);
 struct object *stacks_module_object(struct stacks *s, Dwfl_Module *mod);
+/* Counts mod's object as capped (once) and notes which cap in stats.capped_note. */
+void stacks_note_cap(struct stacks *s, Dwfl_Module *mod, const char *cap);
 
 #endif

@@ -14,12 +14,14 @@
 
 #include "demangle.h"
 #include "scopes.h"
+#include "symindex.h"
 
 /* Inline chains are short; lists longer than this are cut at the outer end (the writer
  * replaces lists above 255 entries by "<unknown>" anyway). */
 #define MAX_LOCS 255
 
 struct loclist {
+	const struct symindex *syms; /* the object's symbols by address, or NULL: libdw's lookup */
 	mt_location locs[MAX_LOCS]; /* innermost first while building */
 	int n;
 	int oom;
@@ -101,9 +103,11 @@ static const char *module_path(Dwfl_Module *mod)
 }
 
 /* The symbol table's name for pc, demangled, or "object+0xADDR". */
-static char *symbol_name(Dwfl_Module *mod, Dwarf_Addr pc, bool use_symbols)
+static char *symbol_name(const struct loclist *l, Dwfl_Module *mod, Dwarf_Addr pc, bool use_symbols)
 {
-	char *n = use_symbols ? name_or_demangled(dwfl_module_addrname(mod, pc)) : NULL;
+	const char *sym = !use_symbols ? NULL : l->syms ? symindex_find(l->syms, pc)
+							: dwfl_module_addrname(mod, pc);
+	char *n = name_or_demangled(sym);
 	if (n)
 		return n;
 	Dwarf_Addr bias = 0;
@@ -141,12 +145,12 @@ static void from_dwarf(Dwfl_Module *mod, Dwarf_Addr pc, struct loclist *l)
 	int fi = ns > 0 ? next_function_scope(scopes, ns, 0) : -1;
 	if (fi < 0) {
 		/* DWARF lines but no function DIE (assembly sources): name from the symbols. */
-		push(l, file, line, col, symbol_name(mod, pc, true));
+		push(l, file, line, col, symbol_name(l, mod, pc, true));
 		free(scopes);
 		return;
 	}
 	char *name = die_function_name(&scopes[fi]);
-	push(l, file, line, col, name ? name : symbol_name(mod, pc, true));
+	push(l, file, line, col, name ? name : symbol_name(l, mod, pc, true));
 
 	Dwarf_Files *files = NULL;
 	size_t nfiles = 0;
@@ -167,7 +171,7 @@ static void from_dwarf(Dwfl_Module *mod, Dwarf_Addr pc, struct loclist *l)
 		int outer = next_function_scope(scopes, ns, fi + 1);
 		char *outer_name = outer >= 0 ? die_function_name(&scopes[outer]) : NULL;
 		push(l, call_file ? call_file : file, call_line, call_col,
-		     outer_name ? outer_name : symbol_name(mod, pc, true));
+		     outer_name ? outer_name : symbol_name(l, mod, pc, true));
 		if (outer < 0)
 			break;
 		fi = outer;
@@ -196,15 +200,17 @@ static int finish(struct loclist *l, mt_location **out)
 	return l->n;
 }
 
-int symbolize_pc(Dwfl_Module *mod, Dwarf_Addr pc, enum symbolize_depth depth, mt_location **out)
+int symbolize_pc(Dwfl_Module *mod, Dwarf_Addr pc, enum symbolize_depth depth,
+		 const struct symindex *syms, mt_location **out)
 {
 	struct loclist *l = calloc(1, sizeof(*l));
 	if (!l)
 		return -1;
+	l->syms = syms;
 	if (depth == SYMBOLIZE_FULL)
 		from_dwarf(mod, pc, l);
 	if (l->n == 0 && !l->oom)
-		push(l, module_path(mod), 0, 0, symbol_name(mod, pc, depth != SYMBOLIZE_OFFSET));
+		push(l, module_path(mod), 0, 0, symbol_name(l, mod, pc, depth != SYMBOLIZE_OFFSET));
 	int n = finish(l, out);
 	free(l);
 	return n;

@@ -17,7 +17,10 @@ enum symbolize_depth {
 	SYMBOLIZE_NAMES,  /* the symbol table, else object+0xADDR: no DWARF read */
 	SYMBOLIZE_OFFSET, /* object+0xADDR only: neither read */
 };
-int symbolize_pc(Dwfl_Module *mod, Dwarf_Addr pc, enum symbolize_depth depth, mt_location **out);
+struct symindex;
+/* syms: mod's symbols by address (symindex.h), or NULL to let libdw look them up */
+int symbolize_pc(Dwfl_Module *mod, Dwarf_Addr pc, enum symbolize_depth depth,
+		 const struct symindex *syms, mt_location **out);
 void symbolize_free(mt_location *locs, int n);
 
 /* A one-location list for a code that has no object behind it (truncated stack, unknown pc). */

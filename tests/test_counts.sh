@@ -29,3 +29,18 @@ else fail counts_allocations_once "exit $rc: truth ${ta:-?}, seen ${sa:-?}"; fi
 if [ -n "${tf:-}" ] && [ -n "${sf:-}" ] && [ "$sf" -ge "$tf" ] && [ "$sf" -le $((tf + 20)) ]
 then pass counts_frees_once
 else fail counts_frees_once "truth ${tf:-?}, seen ${sf:-?}"; fi
+
+# The counter of stacks that ended early counts those the unwinder left before an entry point:
+# perl's stacks all reach _start, where libdw may fail to go further ("30 unwind errors" on
+# perl, whose 1,307 stacks all reached _start).
+cat >"$TMP/p.pl" <<'PL'
+my %h; for my $i (1..200000) { $h{"k$i"} = [$i, "v" x ($i % 50)]; delete $h{"k" . ($i - 1000)} if $i > 1000; }
+PL
+"$MT" --rate 1e-3 -o "$TMP/perl.ctf" -- perl "$TMP/p.pl" >/dev/null 2>"$TMP/perl.err"
+early=$(sed -n 's/.* \([0-9]*\) ended early.*/\1/p' "$TMP/perl.err")
+"$BIN/memtrace-dump" "$TMP/perl.ctf" 2>/dev/null | grep ' alloc ' | sed 's/.*bt=[0-9]*: //; s/ | .*//' |
+	sed 's/^[^ ]* //' | sort | uniq -c | sort -rn >"$TMP/perl.outer"
+echo "# perl: ${early:-0} stacks ended early; outermost frames: $(head -3 "$TMP/perl.outer" | tr -s ' ' | tr '\n' ';')"
+if [ -s "$TMP/perl.outer" ] && ! grep -qv ' _start$' "$TMP/perl.outer" && [ "${early:-0}" = 0 ]
+then pass counts_stacks_at_start_not_errors
+else fail counts_stacks_at_start_not_errors "${early:-0} ended early; $(grep -v ' _start$' "$TMP/perl.outer" | head -3 | tr '\n' ';')"; fi

@@ -42,7 +42,7 @@ shim_case() {
 	if grep -q '^info executable_name=".*alloc_workload"$' "$S/t.dump"; then pass "${name}_o_path_is_the_last_program"
 	else fail "${name}_o_path_is_the_last_program" "$(grep executable_name "$S/t.dump")"; fi
 	check_exact "$name" "$S"
-	if grep -q "trace $S/t.ctf: PID [0-9]*, alloc_workload, [0-9]* samples" "$S/err"; then
+	if grep -q "trace $S/t.ctf: PID [0-9]*, alloc_workload, [0-9]* records holding [0-9]* samples" "$S/err"; then
 		pass "${name}_summary_lists_the_traces"
 	else fail "${name}_summary_lists_the_traces" "$(grep 'trace ' "$S/err" | tail -n 3 | tr '\n' ' ')"; fi
 }

@@ -280,7 +280,8 @@ static void note_trace(struct targets *ts, struct target *t, enum finish_why why
 	}
 	struct trace_record *r = &ts->traces[ts->ntraces++];
 	r->pid = t->pid;
-	r->samples = tot.written_allocs;
+	r->records = tot.written_allocs;
+	r->samples = tot.nsamples;
 	snprintf(r->path, sizeof r->path, "%s", t->out_path);
 	/* "redis-server (/usr/bin/redis-check-rdb)" when started by another name, else the file */
 	bool renamed = t->name[0] && strcmp(t->name, t->exe) != 0;
@@ -294,8 +295,8 @@ void targets_print_traces(const struct targets *ts)
 	for (int i = 0; i < ts->ntraces; i++) {
 		const struct trace_record *r = &ts->traces[i];
 		/* an exec renames the trace of the program before: say where it is now */
-		msg_say("trace %s: PID %d, %s, %llu samples", r->path, (int)r->pid, r->program,
-			(unsigned long long)r->samples);
+		msg_say("trace %s: PID %d, %s, %llu records holding %llu samples", r->path, (int)r->pid,
+			r->program, (unsigned long long)r->records, (unsigned long long)r->samples);
 	}
 }
 

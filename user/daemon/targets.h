@@ -48,7 +48,7 @@ struct trace_record {
 	pid_t pid;
 	char path[4096];
 	char program[256];
-	uint64_t samples;
+	uint64_t records, samples; /* allocation records, and the samples they hold */
 };
 
 struct targets {

@@ -492,7 +492,8 @@ void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 			"ones left out as the allocator's own", (unsigned long long)t.map_calls,
 			(unsigned long long)t.mappings_traced, (unsigned long long)t.allocator_mappings);
 	if (t.unwind_truncated || t.unwind_errors)
-		fprintf(out, "; stacks: %llu truncated, %llu unwind errors",
+		fprintf(out, "; stacks: %llu truncated (deeper than the copy), %llu ended early (the "
+			"unwinder stopped before an entry point)",
 			(unsigned long long)t.unwind_truncated, (unsigned long long)t.unwind_errors);
 	if (t.unnamed_frames)
 		fprintf(out, "; %llu distinct frames without a name (no symbol or debug info: install "

@@ -83,7 +83,8 @@ struct stacks_stats {
 	uint64_t samples;        /* stacks_unwind calls */
 	uint64_t frames;         /* codes returned */
 	uint64_t truncated;      /* samples whose stack was deeper than the copy */
-	uint64_t unwind_errors;  /* samples the unwinder stopped early on for another reason */
+	uint64_t unwind_errors;  /* samples whose stack did not reach its end for another reason:
+				  * libdw stopped before a process's or thread's entry point */
 	uint64_t codes;          /* distinct codes (= symbolizations done) */
 	uint64_t refreshes;      /* re-reads of the mappings (explicit + automatic) */
 	uint64_t unknown_pcs;    /* frames whose pc lay in no object even after a refresh */

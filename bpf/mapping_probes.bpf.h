@@ -9,8 +9,9 @@
  * not memory), mremap, or mprotect that makes part of a reservation usable is sampled with the
  * same byte countdown as malloc'ed blocks and recorded as MT_REC_MAP with the user registers
  * and stack at the system call. Its lifetime is userspace's (munmap may cut it in pieces):
- * from the first sampled mapping on, every successful munmap, every mremap's old range and the
- * range a MAP_FIXED mapping replaces are sent as MT_REC_UNMAP, and userspace frees or trims the
+ * from the first sampled mapping on, every successful munmap, every mremap's old range, the
+ * range a MAP_FIXED mapping replaces, a range made PROT_NONE again and a range given back with
+ * madvise(MADV_DONTNEED or MADV_FREE) are sent as MT_REC_UNMAP, and userspace frees or trims the
  * sampled mappings they cover. Which mappings are an allocator's own (glibc's mmap for a large
  * malloc, jemalloc's extents) is decided in userspace from the caller (see the session). */
 
@@ -92,15 +93,20 @@ struct {
 	__type(value, struct mapping_call);
 } mapping_calls SEC(".maps");
 
-enum { CALL_MMAP = 1, CALL_MUNMAP, CALL_MREMAP, CALL_MPROTECT };
+enum { CALL_MMAP = 1, CALL_MUNMAP, CALL_MREMAP, CALL_MPROTECT, CALL_MADVISE };
+#define MT_MADV_DONTNEED 4
+#define MT_MADV_FREE 8
 
 static __always_inline int enter(struct trace_event_raw_sys_enter *ctx, __u32 nr)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	if ((__u32)(id >> 32) != target_tgid || muted)
 		return 0;
-	/* mmap and mprotect can make memory; munmap and mremap only matter once one was sampled */
+	/* mmap and mprotect can make memory; munmap, mremap and madvise only matter once one was
+	 * sampled (and madvise only to give memory back) */
 	if (nr != CALL_MMAP && nr != CALL_MPROTECT && !mapping_sampled)
+		return 0;
+	if (nr == CALL_MADVISE && ctx->args[2] != MT_MADV_DONTNEED && ctx->args[2] != MT_MADV_FREE)
 		return 0;
 	struct mapping_call *c = bpf_task_storage_get(&mapping_calls, bpf_get_current_task_btf(), 0,
 						      BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -131,6 +137,8 @@ SEC("tracepoint/syscalls/sys_enter_mremap")
 int mremap_enter(struct trace_event_raw_sys_enter *ctx) { return enter(ctx, CALL_MREMAP); }
 SEC("tracepoint/syscalls/sys_enter_mprotect")
 int mprotect_enter(struct trace_event_raw_sys_enter *ctx) { return enter(ctx, CALL_MPROTECT); }
+SEC("tracepoint/syscalls/sys_enter_madvise")
+int madvise_enter(struct trace_event_raw_sys_enter *ctx) { return enter(ctx, CALL_MADVISE); }
 
 /* One program for the three exits (each program with a record writer costs the verifier
  * ~30 ms at every load): what the call was comes from its enter.
@@ -156,6 +164,12 @@ int mapping_exit(struct trace_event_raw_sys_exit *ctx)
 	__u64 len = c->args[1];
 	bool anon = false;
 	if (nr == CALL_MUNMAP) {
+		emit_unmap(id, c->args[0], len);
+		return 0;
+	}
+	if (nr == CALL_MADVISE) {
+		/* MADV_DONTNEED / MADV_FREE: the range's memory is given back (the mapping stays;
+		 * what is touched again later, with no system call, is not seen) */
 		emit_unmap(id, c->args[0], len);
 		return 0;
 	}

@@ -122,10 +122,10 @@ static void fill_exp_table(volatile __u64 *table, double mean)
 }
 
 #define MAPPING_PROGS(sk) {(sk)->progs.mmap_enter, (sk)->progs.munmap_enter, (sk)->progs.mremap_enter, \
-			   (sk)->progs.mprotect_enter, (sk)->progs.mapping_exit}
-/* mapping_exit is attached to these four (its SEC names the first) */
+			   (sk)->progs.mprotect_enter, (sk)->progs.madvise_enter, (sk)->progs.mapping_exit}
+/* mapping_exit is attached to these five (its SEC names the first) */
 static const char *const mapping_exits[] = {"sys_exit_mmap", "sys_exit_munmap", "sys_exit_mremap",
-					    "sys_exit_mprotect"};
+					    "sys_exit_mprotect", "sys_exit_madvise"};
 
 /* libbpf finds a tracepoint's id in tracefs: mount it where it is missing (as perf and bcc do;
  * a system that mounts it already is left as it is). */

@@ -9,7 +9,7 @@ struct memtraced_bpf;
 struct ring_buffer;
 struct bpf_link;
 
-#define TRACER_MAX_LINKS (2 * MAX_PROBE_SITES + 12) /* + the mapping probes (8), USDT (2) */
+#define TRACER_MAX_LINKS (2 * MAX_PROBE_SITES + 14) /* + the mapping probes (10), USDT (2) */
 
 struct tracer {
 	pid_t pid;

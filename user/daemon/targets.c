@@ -336,6 +336,7 @@ void target_finish(struct targets *ts, struct target *t, enum finish_why why,
 	if (t->sampler && t->hold) hold_set_entry_fn(t->hold, NULL, NULL); /* waits if it runs */
 	inject_mode_stop(t->sampler, why != FINISH_EXIT && !t->our_child);
 	t->sampler = NULL;
+	if (why == FINISH_EXIT) session_target_gone(t->s);
 	t->ok = session_finish(t->s) == 0 && !error;
 	if (!t->ok && !error) msg_error("%s", session_error(t->s));
 	target_snapshot(t, false); /* the heap at the end, after the final drain and reconcile */

@@ -313,6 +313,11 @@ void session_mute(struct session *s)
 	tracer_mute(s->tracer);
 }
 
+void session_target_gone(struct session *s)
+{
+	atomic_store(&s->gone, true);
+}
+
 void session_set_exec_clock(struct session *s, uint64_t (*fn)(void *ctx, pid_t pid), void *ctx)
 {
 	s->exec_time = fn;
@@ -385,12 +390,13 @@ int session_finish(struct session *s)
 	/* Probes off first (the target runs on without them), then the final drain and reconcile,
 	 * then the counters: no record can arrive after the final drain, and every sample counted
 	 * has been read (or counted as a drop). */
-	bool muted = atomic_load(&s->muted);
+	bool muted = atomic_load(&s->muted) || atomic_load(&s->gone);
 	trace_out_mark_end(s->out, trace_out_mono_now_ns()); /* detaching takes a while */
 	if (!muted) tracer_detach(s->tracer);
 	stop_intake(s);
 	tracer_get_stats(s->tracer, &s->final_stats);
-	/* muted (its process exec'd): nothing more comes, the slow detach goes to the background */
+	/* muted (its process exec'd) or gone: nothing more comes, the slow detach (~0.5 s of
+	 * uprobe unregistering) goes to the background */
 	if (muted) tracer_close_later(s->tracer);
 	else tracer_close(s->tracer);
 	s->tracer = NULL;

@@ -86,6 +86,9 @@ int session_start_trace(struct session *s, const struct session_opts *o, char *e
 void session_set_exec_clock(struct session *s, uint64_t (*fn)(void *ctx, pid_t pid), void *ctx);
 /* From any thread, while s is open: its probes stop recording (tracer_mute). */
 void session_mute(struct session *s);
+/* Its process has exited: no record can come after those sent, and session_finish leaves the
+ * slow detach of the probes to the background (a fork's child waited 500 ms for it). */
+void session_target_gone(struct session *s);
 /* The spawned target has exec'd: re-read its mappings. */
 void session_target_started(struct session *s);
 /* From any thread: the target is held at its exit (its mappings still readable). Waits up to

@@ -70,6 +70,7 @@ struct session {
 	atomic_bool intake_stop;
 	atomic_bool intake_failed;
 	atomic_bool muted;    /* session_mute: no record comes any more */
+	atomic_bool gone;     /* session_target_gone: its process has exited */
 	/* session_target_exiting (another thread) asks the intake thread for a drain */
 	pthread_mutex_t drain_lock;
 	pthread_cond_t drain_cond;

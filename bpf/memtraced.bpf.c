@@ -37,8 +37,10 @@ char LICENSE[] SEC("license") = "GPL";
 
 extern bool bpf_session_is_return(void) __ksym __weak;
 
+/* The traced process: set by userspace before attach (in .bss, so that a program loaded ahead
+ * of time, for no process yet, can be given one: see tracer_adopt). */
+volatile __u32 target_tgid = 0;
 /* Set by userspace before load. */
-const volatile __u32 target_tgid = 0;
 const volatile __u32 sample_all = 0;         /* rate 1: every word is a sample point */
 const volatile __u64 mean_gap = 8;           /* mean bytes between sample points: 8 / rate */
 const volatile __u32 stack_bytes = MT_STACK_BYTES_DEFAULT;

@@ -14,7 +14,7 @@
 
 struct spare {
 	struct spare *next;
-	pid_t pid;
+	pid_t pid;             /* 0: loaded for no process yet (tracer_adopt) */
 	struct tracer *tracer; /* loaded, not attached */
 };
 
@@ -31,6 +31,12 @@ struct exec_prep {
 	struct tracer_opts opts;
 	struct spare *spares;
 	struct exec_prepared *head, *tail; /* in exec order */
+	/* spares for no process yet, kept loaded by a thread of their own (--follow-forks: a
+	 * fork's child is held until its probes are in place, then again at its exec) */
+	pthread_cond_t want;   /* one was taken */
+	pthread_t loader;
+	bool loader_started, stop;
+	int keep;              /* how many */
 };
 
 struct exec_prep *exec_prep_new(const struct tracer_opts *opts)
@@ -42,25 +48,79 @@ struct exec_prep *exec_prep_new(const struct tracer_opts *opts)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&p->added, &ca);
+	pthread_cond_init(&p->want, &ca);
 	pthread_condattr_destroy(&ca);
 	p->opts = *opts;
 	return p;
 }
 
-static struct tracer *take_spare(struct exec_prep *p, pid_t pid)
+/* pid's own spare; else, with any, one loaded for no process, given to pid. */
+static struct tracer *take_spare_for(struct exec_prep *p, pid_t pid, bool any)
 {
 	struct tracer *t = NULL;
 	pthread_mutex_lock(&p->lock);
-	for (struct spare **s = &p->spares; *s; s = &(*s)->next)
-		if ((*s)->pid == pid) {
-			struct spare *found = *s;
-			*s = found->next;
-			t = found->tracer;
-			free(found);
-			break;
+	struct spare **found = NULL;
+	for (struct spare **s = &p->spares; *s && !found; s = &(*s)->next)
+		if ((*s)->pid == pid) found = s;
+	for (struct spare **s = &p->spares; any && *s && !found; s = &(*s)->next)
+		if ((*s)->pid == 0) found = s;
+	if (found) {
+		struct spare *f = *found;
+		*found = f->next;
+		t = f->tracer;
+		if (f->pid == 0) {
+			tracer_adopt(t, pid);
+			pthread_cond_signal(&p->want); /* the loader makes another */
 		}
+		free(f);
+	}
 	pthread_mutex_unlock(&p->lock);
 	return t;
+}
+
+struct tracer *exec_prep_take_spare(struct exec_prep *p, pid_t pid)
+{
+	return p ? take_spare_for(p, pid, true) : NULL;
+}
+
+static int generic_spares(const struct exec_prep *p)
+{
+	int n = 0;
+	for (const struct spare *s = p->spares; s; s = s->next) n += s->pid == 0;
+	return n;
+}
+
+/* Keeps p->keep spares for no process loaded (tens of ms of CPU each, none of a target's). */
+static void *loader_main(void *arg)
+{
+	struct exec_prep *p = arg;
+	pthread_mutex_lock(&p->lock);
+	while (!p->stop) {
+		if (generic_spares(p) >= p->keep) {
+			pthread_cond_wait(&p->want, &p->lock);
+			continue;
+		}
+		pthread_mutex_unlock(&p->lock);
+		char err[256];
+		struct spare *s = calloc(1, sizeof *s);
+		if (s) s->tracer = tracer_load(0, &p->opts, err, sizeof err);
+		pthread_mutex_lock(&p->lock);
+		if (!s || !s->tracer) { /* the processes load their own, as before */
+			free(s);
+			break;
+		}
+		s->next = p->spares;
+		p->spares = s;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+void exec_prep_keep_spares(struct exec_prep *p, int n)
+{
+	if (!p || p->loader_started) return;
+	p->keep = n;
+	p->loader_started = pthread_create(&p->loader, NULL, loader_main, p) == 0;
 }
 
 void exec_prep_watch(struct exec_prep *p, pid_t pid, struct session *s)
@@ -106,7 +166,7 @@ void exec_prep_on_exec(void *prep, pid_t pid, uint64_t stop_ns)
 	 * the way it will. */
 	if (!e->exe[0]) snprintf(e->err, sizeof e->err, "its executable cannot be read");
 	else if (psites_for_exec(e->exe, pid, &e->sites, e->err, sizeof e->err) == 0) {
-		struct tracer *t = take_spare(p, pid);
+		struct tracer *t = exec_prep_take_spare(p, pid);
 		if (!t) t = tracer_load(pid, &p->opts, e->err, sizeof e->err);
 		if (t && tracer_attach(t, &e->sites, e->err, sizeof e->err) < 0) {
 			tracer_close(t);
@@ -208,7 +268,7 @@ void exec_prep_after_exec(void *prep, pid_t pid) { exec_prep_refill(prep, pid); 
 void exec_prep_forget(struct exec_prep *p, pid_t pid)
 {
 	if (!p) return;
-	tracer_close(take_spare(p, pid));
+	tracer_close(take_spare_for(p, pid, false));
 	struct exec_prepared *e;
 	while ((e = exec_prep_take(p, pid, 0))) exec_prepared_free(e); /* (taken ones: their owner's) */
 }
@@ -216,6 +276,13 @@ void exec_prep_forget(struct exec_prep *p, pid_t pid)
 void exec_prep_free(struct exec_prep *p)
 {
 	if (!p) return;
+	if (p->loader_started) {
+		pthread_mutex_lock(&p->lock);
+		p->stop = true;
+		pthread_cond_broadcast(&p->want);
+		pthread_mutex_unlock(&p->lock);
+		pthread_join(p->loader, NULL);
+	}
 	while (p->spares) {
 		struct spare *s = p->spares;
 		p->spares = s->next;

@@ -47,6 +47,11 @@ bool exec_prep_pending(void *prep, pid_t pid);
  * exec_prep_unwatch before the session is finished or closed. */
 void exec_prep_watch(struct exec_prep *p, pid_t pid, struct session *s);
 void exec_prep_unwatch(struct exec_prep *p, struct session *s);
+/* Keeps n spare BPF programs loaded for no process yet, on a thread of its own: a new process
+ * (a fork's child) takes one, at its start or at its exec, and waits only for the attach. */
+void exec_prep_keep_spares(struct exec_prep *p, int n);
+/* pid's spare, else one loaded for no process (given to pid), else NULL: for tracer_attach. */
+struct tracer *exec_prep_take_spare(struct exec_prep *p, pid_t pid);
 /* Loads a spare BPF program for pid if it has none (tens of ms of our time, none of pid's). */
 void exec_prep_refill(struct exec_prep *p, pid_t pid);
 /* The same as a hold's after-exec function (hold_set_exec_fn). */

@@ -177,6 +177,14 @@ static void follow_fork(struct targets *ts, pid_t parent, pid_t child)
 		target_program_name(child, NULL, n->exe, n->name, sizeof n->name);
 		ok = psites_for_pid(child, &n->sites, err, sizeof err) == 0;
 	}
+	if (ok && !ts->o->inject) { /* a BPF program loaded ahead: only the attach waits */
+		char e[256];
+		n->attached = exec_prep_take_spare(ts->prep, child);
+		if (n->attached && tracer_attach(n->attached, &n->sites, e, sizeof e) < 0) {
+			tracer_close(n->attached); /* the session loads its own */
+			n->attached = NULL;
+		}
+	}
 	if (ok && target_prepare_outputs(ts, n) != 0) {
 		snprintf(err, sizeof err, "cannot prepare its trace");
 		ok = false;
@@ -184,6 +192,8 @@ static void follow_fork(struct targets *ts, pid_t parent, pid_t child)
 	if (ok && target_start_session(ts, n, false, err, sizeof err) < 0) ok = false;
 	if (!ok) {
 		msg_say("PID %d forked PID %d: not followed: %s", (int)parent, (int)child, err);
+		tracer_close(n->attached);
+		n->attached = NULL;
 		target_release_outputs(ts, n, true);
 		n->ok = true; /* a child gone at once is no failure of ours */
 		lifecycle_unwatch(ts->lc, child);

@@ -196,15 +196,29 @@ static void let_targets_run(struct targets *ts, struct spawned *sp, bool spawn)
 	}
 }
 
+/* Is a process held (at a fork or an exec) waiting for the main loop? It goes first: the
+ * other targets' records wait in their queues meanwhile. */
+static bool hold_waiting(const struct targets *ts)
+{
+	struct hold_event ev;
+	for (int i = 0; i < ts->nholds; i++)
+		if (hold_pending(ts->holds[i], &ev)) return true;
+	return false;
+}
+
 /* One round: polls each active target, finishes those that exited or failed. */
 static void poll_targets(struct targets *ts, struct status_view **view, bool *cmd_exited,
 			 int *wstatus)
 {
 	int nactive = targets_count_active(ts);
 	int slice = POLL_MS / nactive < MIN_POLL_MS ? MIN_POLL_MS : POLL_MS / nactive;
+	if (hold_waiting(ts)) slice = 1; /* its lifecycle event may still be on its way */
+	bool polled = false;
 	for (int i = 0; i < ts->n; i++) {
 		struct target *t = ts->t[i];
 		if (!t->active) continue;
+		if (polled && hold_waiting(ts)) break;
+		polled = true;
 		bool ended = false;
 		enum finish_why why = FINISH_EXIT;
 		if (session_poll(t->s, slice) < 0 && !stop_signal) {
@@ -331,6 +345,9 @@ static void prepare_execs(struct targets *ts)
 		exec_prep_refill(ts->prep, ts->hold_pids[i]);
 		hold_set_exit_gate(ts->holds[i], exec_prep_pending, ts->prep);
 	}
+	/* a fork's child takes one at its start, and another at its exec (more: their loading
+	 * competes for the CPU with the target; measured worse with 4) */
+	if (ts->o->follow_forks) exec_prep_keep_spares(ts->prep, 2);
 }
 
 /* The processes are let go (-p --hold-exec: detached, they run on); how long they were held. */

@@ -168,6 +168,11 @@ int target_start_session(struct targets *ts, struct target *t, bool before_exec,
 	} else if (!o->inject && !o->no_carried && !o->probe_floor && !t->begun && t->initial && !before_exec) {
 		inject_mode_use_carried(o, t->pid, &so.tracer);
 	}
+	if (t->attached) { /* a spare attached at its fork: the session takes it */
+		if (so.tracer) tracer_close(t->attached);
+		else so.tracer = t->attached;
+		t->attached = NULL;
+	}
 	if (t->begun) { /* prepared while the process was held at its exec */
 		t->s = t->begun;
 		t->begun = NULL;

@@ -39,6 +39,7 @@ struct target {
 	bool initial;         /* one of the processes named on the command line */
 	struct session *begun; /* begun already (an exec prepared while held): its trace starts */
 	struct sampler_ctl *sampler; /* --inject: our sampler in it, started (inject_mode.h) */
+	struct tracer *attached; /* a spare attached to its sites already (a fork's child), or NULL */
 	char inherited_sampler[4096]; /* a forked child of a process with our sampler started: the
 					 library, whose probes trace it (it inherited the GOT) */
 };

@@ -2,6 +2,7 @@
 #include "lifecycle.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,6 +251,37 @@ int lifecycle_watch(struct lifecycle *lc, pid_t pid, char *note, size_t notelen)
 	return attach_dl(lc, w, note, notelen);
 }
 
+/* Removing a uprobe takes 100-200 ms (the kernel waits for a grace period): a process that
+ * exited has its watch removed on a thread of its own, not in the main loop, where a fork's
+ * child waited for it, held. lifecycle_close waits for them. */
+static pthread_mutex_t destroy_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t destroy_done = PTHREAD_COND_INITIALIZER;
+static int destroying;
+
+static void *destroy_main(void *link)
+{
+	bpf_link__destroy(link);
+	pthread_mutex_lock(&destroy_lock);
+	destroying--;
+	pthread_cond_broadcast(&destroy_done);
+	pthread_mutex_unlock(&destroy_lock);
+	return NULL;
+}
+
+static void destroy_later(struct bpf_link *link)
+{
+	if (!link) return;
+	pthread_attr_t a;
+	pthread_t th;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	pthread_mutex_lock(&destroy_lock);
+	destroying++;
+	pthread_mutex_unlock(&destroy_lock);
+	if (pthread_create(&th, &a, destroy_main, link) != 0) destroy_main(link);
+	pthread_attr_destroy(&a);
+}
+
 void lifecycle_unwatch(struct lifecycle *lc, pid_t pid)
 {
 	struct watched *w = find(lc, pid);
@@ -258,7 +290,7 @@ void lifecycle_unwatch(struct lifecycle *lc, pid_t pid)
 		bpf_map_delete_elem(bpf_map__fd(lc->skel->maps.watched), &key);
 	}
 	if (!w) return;
-	bpf_link__destroy(w->dl_link);
+	destroy_later(w->dl_link); /* no event of pid's is passed on any more (the map above) */
 	*w = lc->w[--lc->nw];
 }
 
@@ -343,6 +375,9 @@ void lifecycle_close(struct lifecycle *lc)
 {
 	if (!lc) return;
 	for (int i = 0; i < lc->nw; i++) bpf_link__destroy(lc->w[i].dl_link);
+	pthread_mutex_lock(&destroy_lock);
+	while (destroying) pthread_cond_wait(&destroy_done, &destroy_lock);
+	pthread_mutex_unlock(&destroy_lock);
 	free(lc->w);
 	ring_buffer__free(lc->rb);
 	lifecycle_bpf__destroy(lc->skel);

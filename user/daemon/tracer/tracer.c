@@ -178,7 +178,6 @@ static struct memtraced_bpf *load(pid_t pid, const struct tracer_opts *o, unsign
 		snprintf(err, errlen, "cannot open the BPF program: %s", strerror(errno));
 		return NULL;
 	}
-	sk->rodata->target_tgid = pid;
 	sk->rodata->sample_all = o->rate >= 1;
 	sk->rodata->mean_gap = o->rate >= 1 ? 8 : (__u64)llround(8 / o->rate);
 	sk->rodata->stack_bytes = stack_bytes;
@@ -200,6 +199,7 @@ static struct memtraced_bpf *load(pid_t pid, const struct tracer_opts *o, unsign
 		memtraced_bpf__destroy(sk);
 		return NULL;
 	}
+	sk->bss->target_tgid = (__u32)pid;
 	return sk;
 }
 
@@ -294,7 +294,7 @@ static int silent_libbpf(enum libbpf_print_level level, const char *fmt, va_list
 struct tracer *tracer_load(pid_t pid, const struct tracer_opts *opts, char *err, size_t errlen)
 {
 	unsigned stack_bytes, ring_bytes;
-	if (pid <= 0) {
+	if (pid < 0) {
 		snprintf(err, errlen, "invalid pid %d", (int)pid);
 		return NULL;
 	}
@@ -360,8 +360,21 @@ static int start_intake(struct tracer *t, char *err, size_t errlen)
 	return 0;
 }
 
+int tracer_adopt(struct tracer *t, pid_t pid)
+{
+	if (!t || t->pid || pid <= 0 || t->nlinks || t->nlink_fds)
+		return -1;
+	t->pid = pid;
+	__atomic_store_n(&t->skel->bss->target_tgid, (__u32)pid, __ATOMIC_RELEASE);
+	return 0;
+}
+
 int tracer_attach(struct tracer *t, const struct alloc_sites *sites, char *err, size_t errlen)
 {
+	if (!t->pid) {
+		snprintf(err, errlen, "a tracer loaded for no process takes tracer_adopt first");
+		return -1;
+	}
 	if (t->mode == TRACER_MODE_USDT) {
 		snprintf(err, errlen, "a tracer loaded for USDT probes takes tracer_attach_usdt");
 		return -1;
@@ -391,8 +404,9 @@ static int attach_usdt_probe(struct tracer *t, struct bpf_program *prog, const c
 
 int tracer_attach_usdt(struct tracer *t, const char *path, char *err, size_t errlen)
 {
-	if (t->mode != TRACER_MODE_USDT) {
-		snprintf(err, errlen, "this tracer was not loaded for USDT probes");
+	if (t->mode != TRACER_MODE_USDT || !t->pid) {
+		snprintf(err, errlen, "%s", t->pid ? "this tracer was not loaded for USDT probes"
+						   : "a tracer loaded for no process takes tracer_adopt first");
 		return -1;
 	}
 	if (attach_usdt_probe(t, t->skel->progs.usdt_alloc, path, "alloc", err, errlen) ||

@@ -109,6 +109,9 @@ struct tracer *tracer_open(pid_t pid, const struct alloc_sites *sites, const str
  * tens of ms) and attaching it to the sites. A tracer loaded ahead of time lets an exec be
  * followed at once. tracer_attach once per tracer; -1 with a message (then tracer_close). */
 struct tracer *tracer_load(pid_t pid, const struct tracer_opts *opts, char *err, size_t errlen);
+/* A tracer loaded for pid 0 (a spare for a process not known yet: a fork's child) is given its
+ * process before it is attached. 0, or -1 (already has one, or attached). */
+int tracer_adopt(struct tracer *t, pid_t pid);
 int tracer_attach(struct tracer *t, const struct alloc_sites *sites, char *err, size_t errlen);
 /* For a tracer loaded with opts.usdt: attaches to the otel_memory probes of the object at path
  * (as the target sees it, e.g. /proc/PID/root/...) in pid. 0, or -1 with a message. */

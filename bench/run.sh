@@ -3,7 +3,7 @@
 #
 #   bash bench/run.sh [BUILD]          (root; about 10-15 minutes on the project's 2-vCPU VM)
 #
-# Sections (BENCH_ONLY=micro,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety to pick some):
+# Sections (BENCH_ONLY=micro,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real to pick some):
 #   micro     malloc/free loop (bench/micro_alloc), ns per pair, interleaved rounds of:
 #             none | floor (empty probes on memtraced's sites) | memtraced (default rate) |
 #             memtraced --rate 1 | memtraced --inject | bcc memleak | heaptrack; plus design figures from
@@ -18,6 +18,8 @@
 #             ("attached in" of its message); exec_hold_ms: how long -- CMD through a shim
 #             (sh -c 'exec env PROG') is held at an exec until the new program's probes are
 #             live (its "held ... at most"); medians of ATTACH_ROUNDS (default 7)
+#   real      node 20 (crashes, JIT frames, bytes against heaptrack), clang++ at 1e-5 and
+#             1e-3 (drops, names), git gc --aggressive --follow-forks (exec_hold_ms_max)
 # Output: a table on stdout, key=value lines in bench/results/latest.txt (BENCH_OUT=...);
 # n/a where something could not be measured, with the reason on a "# " line before it.
 # The machine is shared and noisy: every figure is a median of interleaved rounds (each round
@@ -35,7 +37,7 @@ REDIS_ROUNDS=${BENCH_REDIS_ROUNDS:-3}
 REDIS_REQUESTS=${BENCH_REDIS_REQUESTS:-50000}
 ITERS=${BENCH_ITERS:-20000}          # pairs per traced micro run (~13 us each under probes)
 ITERS_NONE=${BENCH_ITERS_NONE:-2000000}
-ONLY=${BENCH_ONLY:-micro,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety}
+ONLY=${BENCH_ONLY:-micro,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real}
 ATTACH_ROUNDS=${BENCH_ATTACH_ROUNDS:-7}
 OUT=${BENCH_OUT:-$TOP/bench/results/latest.txt}
 TMP=$(mktemp -d /tmp/memtraced-bench.XXXXXX)
@@ -537,6 +539,133 @@ inject_safety_section() {
 	note inject_kill_phases_failed "tests/test_inject_kill.sh with RUNS=50: memtraced SIGKILLed at 0-5 ms in each phase (place, start, stop; 50 runs each) and during a slow dlopen (25 runs); phases with a harmed target (goal 0): $(printf '%s' "$out" | grep -E '^(FAIL|#)' | tr '\n' ' ' | cut -c1-300)"
 }
 
+# Real programs from Debian (issue 21): node 20 traced 10 times at --rate 1e-3 and 10 at the
+# default (crashes of memtraced, frames named node+0x7f...: JIT code taken for the binary), its
+# malloc'ed bytes against heaptrack's on the same script; clang++ -O2 on a generated
+# template-heavy file at 1e-5 and 1e-3 (the share of samples dropped at 1e-3, the share of the
+# top-10 sites at 1e-5 named the same at 1e-3, objects over a cap); git gc --aggressive with
+# --follow-forks on a generated repository (the longest hold at a fork or exec, and all of them).
+real_section() {
+	[ "$have_memtraced" = 1 ] || { na node_crashes "memtraced is not built"; return; }
+	local d=$TMP/real i rc crashes=0 offsets=0 runs=0 v
+	mkdir -p "$d"
+	if command -v node >/dev/null; then
+		cat >"$d/n.js" <<'JS'
+let keep = [], t = 0;
+for (let i = 0; i < 1500000; i++) {
+	const o = { i, s: JSON.stringify({ x: i, y: [i, i + 1], z: "v" + i }) };
+	if (i % 100 === 0) keep.push(Buffer.alloc(1024 + (i & 4095)));
+	if (keep.length > 2000) keep = [];
+	t += o.s.length;
+}
+console.log("done", t, keep.length);
+JS
+		for rate in 1e-3 default; do
+			for ((i = 0; i < 10; i++)); do
+				local ropt=(--rate "$rate")
+				[ "$rate" = default ] && ropt=()
+				(cd "$d" && timeout 300 "$MEMTRACED" --no-status "${ropt[@]}" -o "$d/n.ctf" -- node "$d/n.js" >/dev/null 2>"$d/n.err")
+				rc=$?
+				runs=$((runs + 1))
+				if [ $rc -ne 0 ] || ! grep -q 'records written' "$d/n.err" || grep -qiE 'assertion|segmentation|core dumped' "$d/n.err"; then
+					crashes=$((crashes + 1))
+					log "node run $runs: exit $rc: $(tail -n 1 "$d/n.err" | cut -c1-200)"
+				fi
+				"$TOP/$BUILD/bin/memtrace-dump" "$d/n.ctf" 2>/dev/null | grep -q 'node+0x7f' && offsets=$((offsets + 1))
+			done
+		done
+		set_result node_crashes "$crashes"
+		note node_crashes "memtraced runs on node 20 (a script of 1.5 million objects, JSON, Buffers) that did not end with a summary, of $runs (10 at 1e-3, 10 at the default)"
+		set_result node_runs_with_binary_offsets "$offsets"
+		note node_runs_with_binary_offsets "of those runs, the traces with a frame named node+0x7f... (JIT code or the heap taken for the binary)"
+		if [ -n "${HEAPTRACK:-}" ]; then
+			(cd "$d" && timeout 600 "$HEAPTRACK" -o "$d/ht" node "$d/n.js" >/dev/null 2>&1)
+			local htf ht mt
+			htf=$(ls "$d"/ht.*zst "$d"/ht.*gz 2>/dev/null | head -1)
+			# heaptrack_print 1.4 prints no byte total: its size histogram (size, calls) sums to it
+			heaptrack_print --file "$htf" -H "$d/ht.hist" >/dev/null 2>&1
+			ht=$(awk '{ s += $1 * $2 } END { if (s) printf "%.0f\n", s }' "$d/ht.hist" 2>/dev/null)
+			(cd "$d" && timeout 300 "$MEMTRACED" --no-status --no-mmap --rate 1e-3 -o "$d/m.ctf" -- node "$d/n.js" >/dev/null 2>&1)
+			mt=$("$TOP/$BUILD/bin/memtrace-report" --raw "$d/m.ctf" 2>/dev/null | sed -nE 's/.*; allocated ([0-9]+) .*/\1/p' | head -1)
+			v=$(ratio "$mt" "$ht")
+			if [ -n "$v" ]; then set_result node_malloc_bytes_vs_heaptrack "$v"
+			else na node_malloc_bytes_vs_heaptrack "heaptrack ${ht:-?} B, memtraced ${mt:-?} B"; fi
+			note node_malloc_bytes_vs_heaptrack "malloc'ed bytes of the same script, memtraced --no-mmap at 1e-3 over heaptrack's total (goal within 5%)"
+		fi
+	else na node_crashes "node is not installed"; fi
+
+	if command -v clang++ >/dev/null; then
+		{
+			echo '#include <algorithm>'; echo '#include <functional>'; echo '#include <map>'
+			echo '#include <memory>'; echo '#include <optional>'; echo '#include <regex>'
+			echo '#include <set>'; echo '#include <sstream>'; echo '#include <string>'
+			echo '#include <tuple>'; echo '#include <unordered_map>'; echo '#include <variant>'
+			echo '#include <vector>'
+			echo 'template <int N> struct Fib { static constexpr long v = Fib<N - 1>::v + Fib<N - 2>::v; };'
+			echo 'template <> struct Fib<0> { static constexpr long v = 0; };'
+			echo 'template <> struct Fib<1> { static constexpr long v = 1; };'
+			echo 'template <typename K, typename V, int I> struct Box {'
+			echo '	std::map<K, std::vector<V>> m; std::unordered_map<K, std::set<V>> u;'
+			echo '	std::function<V(const K &)> f; std::variant<K, V, std::string> var;'
+			echo '	std::optional<std::tuple<K, V, int>> opt;'
+			echo '	V get(const K &k) { auto &v = m[k]; v.push_back(f(k)); u[k].insert(v.back());'
+			echo '		std::sort(v.begin(), v.end()); opt.emplace(k, v.front(), I);'
+			echo '		return v.back() + static_cast<V>(u.size()) + static_cast<V>(Fib<I % 40>::v); } };'
+			for ((i = 0; i < 120; i++)); do
+				echo "long use$i(const std::string &s) {"
+				echo "	Box<int, long, $i> a; a.f = [](const int &k) { return long(k) * $i; };"
+				echo "	Box<std::string, double, $i> b; b.f = [](const std::string &k) { return double(k.size()) + $i; };"
+				echo "	std::regex r(\"(a+)(b{$((i % 7 + 1))})c[0-9]*$i\"); std::smatch m; std::regex_search(s, m, r);"
+				echo "	std::ostringstream o; o << s << $i << m.size();"
+				echo "	auto p = std::make_shared<std::vector<std::tuple<int, std::string, double>>>();"
+				echo "	p->emplace_back($i, o.str(), b.get(o.str()));"
+				echo "	return a.get($i) + long(p->size()) + long(std::get<2>(p->front())); }"
+			done
+		} >"$d/t.cc"
+		local r
+		for r in 1e-5 1e-3; do
+			"$MEMTRACED" --no-status --rate $r -o "$d/c$r.ctf" -- clang++ -O2 -std=c++17 -c "$d/t.cc" -o "$d/t.o" >/dev/null 2>"$d/c$r.err"
+			# the top 10 at 1e-5, the top 15 at 1e-3 (sites of nearly equal bytes swap ranks)
+			"$TOP/$BUILD/bin/memtrace-report" --top $([ $r = 1e-5 ] && echo 10 || echo 15) "$d/c$r.ctf" 2>/dev/null |
+				sed -n '/^Top allocation sites by bytes allocated/,/^Top allocation sites by bytes live/p' |
+				grep -E '^ +[0-9]+\. ' | sed 's/.*samples) *//' >"$d/top$r"
+		done
+		local sampled dropped
+		sampled=$(sed -nE 's/.* ([0-9]+) sampled, .*/\1/p' "$d/c1e-3.err" | head -1)
+		dropped=$(sed -nE 's/.*dropped: ([0-9]+) ring buffer.*/\1/p' "$d/c1e-3.err" | head -1)
+		v=$(awk -v d="${dropped:-}" -v s="${sampled:-}" 'BEGIN { if (s > 0 && d != "") printf "%.4f\n", d / (s + d) }')
+		if [ -n "$v" ]; then set_result clang_drop_share_1e3 "$v"; else na clang_drop_share_1e3 "$(tail -n 1 "$d/c1e-3.err" | cut -c1-200)"; fi
+		note clang_drop_share_1e3 "clang++ -O2 on a generated template-heavy file at --rate 1e-3: samples dropped in the ring over samples (goal under 0.01)"
+		v=$(awk 'NR == FNR { a[$0] = 1; n++; next } ($0 in a) { m++ } END { if (n) printf "%.2f\n", m / n }' "$d/top1e-5" "$d/top1e-3")
+		set_result clang_named_share_1e3 "${v:-0}"
+		note clang_named_share_1e3 "of the top-10 sites at 1e-5, the share found under the same name among the top 15 at 1e-3 (goal 1)"
+		v=$(sed -nE 's/.* ([0-9]+) objects over the debug-info, symbol or time cap.*/\1/p' "$d/c1e-3.err" | head -1)
+		set_result clang_capped_objects_1e3 "${v:-0}"
+	else na clang_drop_share_1e3 "clang++ is not installed"; fi
+
+	if command -v git >/dev/null; then
+		local repo=$d/repo j mx=() tot=()
+		git init -q "$repo"
+		for ((i = 1; i <= 300; i++)); do seq $i $((i * 50)) >"$repo/f$i.txt"; done
+		git -C "$repo" add . && git -C "$repo" -c user.email=b@e -c user.name=bench commit -qm one
+		for ((j = 1; j <= 6; j++)); do
+			for i in $(seq 1 300 | shuf -n 60 --random-source=<(yes)); do echo "$j$i" >>"$repo/f$i.txt"; done
+			git -C "$repo" -c user.email=b@e -c user.name=bench commit -qam "c$j"
+		done
+		for ((i = 0; i < 5; i++)); do
+			(cd "$repo" && "$MEMTRACED" --no-status --follow-forks -o "$d/g-%p.ctf" -- git gc --aggressive -q >/dev/null 2>"$d/g.err")
+			rm -f "$d"/g-*.ctf
+			v=$(sed -nE 's/.*held [0-9]+ times .*: ([0-9.]+) ms in all, ([0-9.]+) ms at most.*/\1 \2/p' "$d/g.err" | head -1)
+			[ -n "$v" ] && { tot+=("${v% *}"); mx+=("${v#* }"); }
+		done
+		if [ ${#mx[@]} -gt 0 ]; then
+			set_result exec_hold_ms_max "$(median "${mx[@]}")"
+			set_result exec_hold_ms_total "$(median "${tot[@]}")"
+		else na exec_hold_ms_max "no 'held' message: $(tail -n 1 "$d/g.err")"; fi
+		note exec_hold_ms_max "git gc --aggressive --follow-forks on a generated repository (14 forks and execs held): the longest hold, median of 5 runs (goal under 50)"
+	else na exec_hold_ms_max "git is not installed"; fi
+}
+
 include_kv() {   # PREFIX PROGRAM ARGS...: adds the program's key=value lines
 	local p=$1; shift
 	[ -x "$1" ] || { na "${p}bench" "$1 is not built"; return; }
@@ -557,6 +686,7 @@ want stacks && include_kv stacks_ "$BB/stacks_bench"
 want burst && burst_section
 want attach && attach_section
 want inject_safety && inject_safety_section
+want real && real_section
 set_result bench_seconds $(($(date +%s) - START))
 
 # ---------------------------------------------------------------------------------------------

@@ -239,6 +239,28 @@ static void check_main(const char *dir)
 	double p = 1 - pow(1 - RATE, 1024);
 	CHECKF("heapview_objects_estimate", fabs(t->live_objects - 145 / p) < 1e-6 * t->live_objects,
 	       "got %.3f want %.3f", t->live_objects, 145 / p);
+	/* the peak: LEAK 100 + SMALL 25 + LEAK2 20 samples live after the last LEAK2 at 4.019 s */
+	hv_peak pk = hv_get_peak(h);
+	CHECKF("heapview_peak", near(pk.bytes, 145 * SAMPLE_BYTES) && pk.time_us == START_US + 4 * SEC + 19000
+	       && near(pk.objects, 145 / p), "%.0f bytes at %+lld us", pk.bytes,
+	       (long long)(pk.time_us - START_US));
+	hv_free(h);
+	/* live at the peak's moment: what the peak says, by site */
+	h = hv_load_at(path, &(hv_options){.to_s = -1}, pk.time_us, &err);
+	CHECK("heapview_load_at_peak", h && near(hv_total(h)->live_bytes, 145 * SAMPLE_BYTES));
+	hv_free(h);
+	/* a window's peak: in 1.5 .. 3.5 s, after the last LEAK at 2.99 s (LEAK 100 + SMALL 25);
+	 * ties (the first BIG blocks, each freed before the next) go to the earliest moment */
+	h = hv_load(path, &(hv_options){.from_s = 1.5, .to_s = 3.5}, &err);
+	pk = h ? hv_get_peak(h) : (hv_peak){0};
+	CHECKF("heapview_window_peak", near(pk.bytes, 125 * SAMPLE_BYTES) &&
+	       pk.time_us == START_US + 2 * SEC + 990000, "%.0f bytes at %+lld us", pk.bytes,
+	       (long long)(pk.time_us - START_US));
+	hv_free(h);
+	h = hv_load(path, &(hv_options){.to_s = 1}, &err);
+	pk = h ? hv_get_peak(h) : (hv_peak){0};
+	CHECKF("heapview_peak_earliest_on_ties", near(pk.bytes, 10 * SAMPLE_BYTES) && pk.time_us == START_US,
+	       "%.0f bytes at %+lld us", pk.bytes, (long long)(pk.time_us - START_US));
 	hv_free(h);
 
 	hv_options win = { .from_s = 1.5, .to_s = 3.5 };

@@ -32,6 +32,7 @@ struct hv_heap {
 	mt_trace_info info;
 	uint64_t end_time_us;
 	hv_counts total;
+	hv_peak peak;   /* the highest live estimate in the window */
 
 	hv_node *nodes;
 	uint32_t nnodes, cap_nodes;
@@ -268,7 +269,9 @@ hv_heap *hv_load(const char *path, const hv_options *opt, char **err)
 
 	uint64_t start = h->info.start_time_us;
 	uint64_t from = opt->from_s > 0 ? start + (uint64_t)(opt->from_s * 1e6) : 0;
-	uint64_t to = opt->to_s >= 0 ? start + (uint64_t)(opt->to_s * 1e6) : UINT64_MAX;
+	uint64_t to = opt->until_us ? opt->until_us
+		    : opt->to_s >= 0 ? start + (uint64_t)(opt->to_s * 1e6) : UINT64_MAX;
+	h->peak.time_us = from > start ? from : start;
 
 	/* path[i] = trie node of the backtrace prefix of length i of the previous allocation;
 	 * common_prefix lets the next allocation start from there. */
@@ -329,6 +332,13 @@ hv_heap *hv_load(const char *path, const hv_options *opt, char **err)
 		counts_add_live(&h->nodes[b.ctx].counts, &b, 1);
 		counts_add_live(&h->total, &b, 1);
 		if (live_add(h, &b) < 0) { free(path_nodes); goto oom; }
+		/* only an allocation raises the live total: the peak is after one (the earliest
+		 * moment of the highest total) */
+		if (h->total.live_bytes > h->peak.bytes) {
+			h->peak.time_us = ev.time_us;
+			h->peak.bytes = h->total.live_bytes;
+			h->peak.objects = h->total.live_objects;
+		}
 	}
 	free(path_nodes);
 	/* The window ends where tracing ended (the writer's last packet: memtraced closes a trace
@@ -369,6 +379,15 @@ fail:
 
 const mt_trace_info *hv_info(const hv_heap *h) { return &h->info; }
 uint64_t hv_end_time_us(const hv_heap *h) { return h->end_time_us; }
+
+hv_peak hv_get_peak(const hv_heap *h) { return h->peak; }
+
+hv_heap *hv_load_at(const char *path, const hv_options *opt, uint64_t at_us, char **err)
+{
+	hv_options o = *opt;
+	o.until_us = at_us ? at_us : 1; /* (0 means unset: the first microsecond instead) */
+	return hv_load(path, &o, err);
+}
 const hv_counts *hv_total(const hv_heap *h) { return &h->total; }
 uint32_t hv_context_count(const hv_heap *h) { return h->nnodes; }
 const hv_counts *hv_context_counts(const hv_heap *h, uint32_t c) { return &h->nodes[c].counts; }

@@ -34,7 +34,16 @@ typedef struct hv_counts {
 typedef struct hv_options {
 	double from_s, to_s; /* time window in seconds since trace start; to_s < 0 = until the end */
 	int lenient;         /* 1: a packet the reader skips is a warning; 0: it is an error */
+	uint64_t until_us;   /* nonzero: the window ends at this absolute time, to_s ignored */
 } hv_options;
+
+/* The moment the sampled live estimate of the window was highest (the earliest such moment):
+ * its absolute time (the window's start when nothing was ever live), bytes and objects. Found
+ * in the one pass of hv_load. */
+typedef struct hv_peak {
+	uint64_t time_us;
+	double bytes, objects;
+} hv_peak;
 
 typedef struct hv_heap hv_heap;
 
@@ -46,6 +55,10 @@ void hv_free(hv_heap *h);
 const mt_trace_info *hv_info(const hv_heap *h);
 uint64_t hv_end_time_us(const hv_heap *h);   /* end of the window: where tracing ended, or --to (absolute) */
 const hv_counts *hv_total(const hv_heap *h);  /* the whole window */
+hv_peak hv_get_peak(const hv_heap *h);
+/* hv_load with the window ending at at_us (absolute, e.g. a peak's time): "live at the end" is
+ * then live at that moment. */
+hv_heap *hv_load_at(const char *path, const hv_options *opt, uint64_t at_us, char **err);
 
 /* Contexts: 0 .. hv_context_count()-1; 0 is the empty backtrace. Only contexts with
  * allocations of their own have nonzero counts (interior trie nodes have zeros). */

@@ -60,6 +60,40 @@ hv_heap *hv_cli_load(const char *prog, const char *path, const hv_options *opt)
 	return h;
 }
 
+int hv_cli_parse_at(const char *prog, const char *s, hv_cli_at *at)
+{
+	at->set = 1;
+	at->peak = strcmp(s, "peak") == 0;
+	if (at->peak) return 0;
+	if (hv_cli_number(prog, "--at", s, &at->sec) < 0) {
+		fprintf(stderr, "%s: --at wants \"peak\" or seconds since the trace's start\n", prog);
+		return -1;
+	}
+	return 0;
+}
+
+hv_heap *hv_cli_load_at(const char *prog, const char *path, const hv_options *opt,
+			const hv_cli_at *at)
+{
+	if (!at || !at->set) return hv_cli_load(prog, path, opt);
+	if (!at->peak) {
+		hv_options o = *opt;
+		o.to_s = at->sec;
+		o.until_us = 0;
+		return hv_cli_load(prog, path, &o);
+	}
+	/* the peak: one pass finds it, a second one stops there */
+	hv_heap *h = hv_cli_load(prog, path, opt);
+	if (!h) return NULL;
+	uint64_t t = hv_get_peak(h).time_us;
+	hv_free(h);
+	char *err = NULL;
+	h = hv_load_at(path, opt, t, &err);
+	if (!h) fprintf(stderr, "%s: %s\n", prog, err ? err : "cannot read trace");
+	free(err);
+	return h;
+}
+
 const char *hv_cli_bytes(double bytes, int raw, char *buf)
 {
 	if (!raw) return hv_human_bytes(bytes, buf);

@@ -26,6 +26,18 @@ int hv_cli_window(const char *prog, const hv_options *opt);
 /* hv_load, or NULL after printing "PROG: why". */
 hv_heap *hv_cli_load(const char *prog, const char *path, const hv_options *opt);
 
+/* --at peak|SEC: the moment whose live blocks a tool shows. */
+typedef struct hv_cli_at {
+	int set, peak; /* given; "peak" */
+	double sec;    /* else: seconds since the trace's start */
+} hv_cli_at;
+/* Parses --at's value; -1 with a message. */
+int hv_cli_parse_at(const char *prog, const char *s, hv_cli_at *at);
+/* hv_cli_load with the window ending at that moment ("live at the end" is live then): for the
+ * peak of the window, a first pass finds it and a second one stops there. */
+hv_heap *hv_cli_load_at(const char *prog, const char *path, const hv_options *opt,
+			const hv_cli_at *at);
+
 /* --wrapper NAME (repeatable, a shell pattern) and --keep-wrappers of the tools. */
 #define HV_CLI_MAX_WRAPPERS 64
 typedef struct hv_cli_wrappers {

@@ -44,6 +44,8 @@ static void usage(FILE *f)
 	      "  --raw              exact byte counts instead of KiB/MiB\n"
 	      "  --wrapper NAME, --keep-wrappers  allocation wrappers with --group function|line\n"
 	      "                     (see memtrace-report)\n"
+	      "  --at peak|SEC      compare what was live at that moment of each trace (its own\n"
+	      "                     peak, or SEC seconds since its start); default: at the end\n"
 	      "  --lenient          skip packets the reader skips (with a warning) instead of failing\n",
 	      f);
 }
@@ -85,10 +87,11 @@ int main(int argc, char **argv)
 		{ "frames", required_argument, 0, 'F' }, { "raw", no_argument, 0, 'r' },
 		{ "lenient", no_argument, 0, 'L' },     { "help", no_argument, 0, 'h' },
 		{ "wrapper", required_argument, 0, 'W' }, { "keep-wrappers", no_argument, 0, 'K' },
-		{ 0, 0, 0, 0 },
+		{ "at", required_argument, 0, 'A' },    { 0, 0, 0, 0 },
 	};
 	static hv_cli_wrappers wrappers;
 	hv_options opt = { .from_s = 0, .to_s = -1 };
+	hv_cli_at at = { 0 };
 	enum hv_group group = HV_GROUP_STACK;
 	double top = 10, frames = 16;
 	int raw = 0, c;
@@ -98,6 +101,7 @@ int main(int argc, char **argv)
 		case 'F': if (hv_cli_number(PROG, "--frames", optarg, &frames)) return 2; break;
 		case 'g': if (hv_cli_group(PROG, optarg, &group)) return 2; break;
 		case 'r': raw = 1; break;
+		case 'A': if (hv_cli_parse_at(PROG, optarg, &at)) return 2; break;
 		case 'L': opt.lenient = 1; break;
 		case 'W': if (hv_cli_add_wrapper(PROG, &wrappers, optarg)) return 2; break;
 		case 'K': wrappers.keep = 1; break;
@@ -111,7 +115,7 @@ int main(int argc, char **argv)
 	hv_rows rows[2] = { 0 };
 	int rc = 1;
 	for (int i = 0; i < 2; i++) {
-		h[i] = hv_cli_load(PROG, argv[optind + i], &opt);
+		h[i] = hv_cli_load_at(PROG, argv[optind + i], &opt, &at); /* (each its own peak) */
 		if (!h[i] || hv_cli_apply_wrappers(PROG, h[i], &wrappers, i ? NULL : stdout) < 0) goto out;
 		if (hv_group_rows(h[i], group, 1, &rows[i]) < 0) {
 			fprintf(stderr, PROG ": out of memory\n");

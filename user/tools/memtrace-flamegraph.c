@@ -422,6 +422,8 @@ static void usage(FILE *f)
 	      "       memtrace-flamegraph [options] TRACE.ctf --folded [-o OUT.txt]\n"
 	      "  --alloc            bytes allocated per call context (default)\n"
 	      "  --live             bytes still live at the end of the trace (or of --to)\n"
+	      "  --at peak|SEC      bytes live at that moment: the peak (the moment the live\n"
+	      "                     estimate was highest) or SEC seconds since the start\n"
 	      "  -o, --output FILE  where to write (default and \"-\": standard output)\n"
 	      "  --folded           collapsed stacks \"frame;frame;frame bytes\" instead of SVG\n"
 	      "  --lines            frame labels carry file:line (\"function (file:line)\")\n"
@@ -439,9 +441,10 @@ int main(int argc, char **argv)
 		{ "lines", no_argument, 0, 'n' },      { "from", required_argument, 0, 'f' },
 		{ "to", required_argument, 0, 't' },   { "title", required_argument, 0, 'T' },
 		{ "lenient", no_argument, 0, 'L' },    { "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
+		{ "at", required_argument, 0, 'A' },   { 0, 0, 0, 0 },
 	};
 	hv_options opt = { .from_s = 0, .to_s = -1 };
+	hv_cli_at at = { 0 };
 	int live = 0, folded = 0, with_lines = 0, c;
 	const char *output = NULL, *title = NULL;
 	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
@@ -454,6 +457,10 @@ int main(int argc, char **argv)
 		case 'f': if (hv_cli_number(PROG, "--from", optarg, &opt.from_s)) return 2; break;
 		case 't': if (hv_cli_number(PROG, "--to", optarg, &opt.to_s)) return 2; break;
 		case 'T': title = optarg; break;
+		case 'A':
+			if (hv_cli_parse_at(PROG, optarg, &at)) return 2;
+			live = 1;
+			break;
 		case 'L': opt.lenient = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -470,7 +477,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *path = argv[optind];
-	hv_heap *h = hv_cli_load(PROG, path, &opt);
+	hv_heap *h = hv_cli_load_at(PROG, path, &opt, &at);
 	if (!h) return 1;
 	flame f = { 0 };
 	build_flame(h, &f, live, with_lines);

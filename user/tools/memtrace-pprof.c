@@ -314,6 +314,8 @@ static void usage(FILE *f)
 	      "  -o, --output FILE  the gzipped profile (\"-\" = standard output)\n"
 	      "  --from SEC, --to SEC  time window in seconds since trace start (inuse = live at\n"
 	      "                     the end of the window)\n"
+	      "  --at peak|SEC      inuse = live at that moment: the peak (the moment the live\n"
+	      "                     estimate was highest) or SEC seconds since the start\n"
 	      "  --lenient          skip packets the reader skips (with a warning) instead of failing\n"
 	      "  --wrapper NAME, --keep-wrappers  allocation wrappers: named in the profile's\n"
 	      "                     drop_frames, so pprof's top names their callers (see memtrace-report)\n"
@@ -368,10 +370,12 @@ int main(int argc, char **argv)
 		{ "output", required_argument, 0, 'o' }, { "from", required_argument, 0, 'f' },
 		{ "to", required_argument, 0, 't' },     { "lenient", no_argument, 0, 'L' },
 		{ "help", no_argument, 0, 'h' },         { "wrapper", required_argument, 0, 'W' },
-		{ "keep-wrappers", no_argument, 0, 'K' }, { 0, 0, 0, 0 },
+		{ "keep-wrappers", no_argument, 0, 'K' }, { "at", required_argument, 0, 'A' },
+		{ 0, 0, 0, 0 },
 	};
 	static hv_cli_wrappers wrappers;
 	hv_options opt = { .from_s = 0, .to_s = -1 };
+	hv_cli_at at = { 0 };
 	const char *output = NULL;
 	int c;
 	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
@@ -379,6 +383,7 @@ int main(int argc, char **argv)
 		case 'o': output = optarg; break;
 		case 'f': if (hv_cli_number(PROG, "--from", optarg, &opt.from_s)) return 2; break;
 		case 't': if (hv_cli_number(PROG, "--to", optarg, &opt.to_s)) return 2; break;
+		case 'A': if (hv_cli_parse_at(PROG, optarg, &at)) return 2; break;
 		case 'L': opt.lenient = 1; break;
 		case 'W': if (hv_cli_add_wrapper(PROG, &wrappers, optarg)) return 2; break;
 		case 'K': wrappers.keep = 1; break;
@@ -393,7 +398,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": say where the profile goes: -o OUT.pb.gz (or -o - for stdout)\n");
 		return 2;
 	}
-	hv_heap *h = hv_cli_load(PROG, argv[optind], &opt);
+	hv_heap *h = hv_cli_load_at(PROG, argv[optind], &opt, &at);
 	if (!h) return 1;
 	if (hv_cli_apply_wrappers(PROG, h, &wrappers, stderr) < 0) {
 		hv_free(h);

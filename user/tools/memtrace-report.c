@@ -1,5 +1,6 @@
-/* memtrace-report: the top allocation sites of a trace, by estimated bytes allocated and by
- * bytes still live at the end (of the trace or of a --from/--to window), with call stacks. */
+/* memtrace-report: the top allocation sites of a trace, by estimated bytes allocated, by bytes
+ * live at the peak (the moment the live estimate was highest) and by bytes still live at the end
+ * (of the trace or of a --from/--to window), with call stacks. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,8 +14,9 @@ static void usage(FILE *f)
 {
 	fputs("usage: memtrace-report [options] TRACE.ctf\n"
 	      "  --top N            rows per table (default 10; 0 = all)\n"
-	      "  --by alloc|live    one table: by bytes allocated, or by bytes live at the end\n"
-	      "                     (default: both tables)\n"
+	      "  --by alloc|peak|live  one table: by bytes allocated, live at the peak (the moment\n"
+	      "                     the live estimate was highest), or live at the end (default:\n"
+	      "                     the three)\n"
 	      "  --group function|line|stack\n"
 	      "                     a row per allocating function, per file:line (default), or\n"
 	      "                     per whole call stack\n"
@@ -42,16 +44,16 @@ static int cmp_rows(const void *a, const void *b)
 	return strcmp(x->key, y->key);
 }
 
-static void print_table(const hv_heap *h, hv_rows *rows, int by_live, size_t top, int frames,
-			int raw, const char *group_name)
+static void print_table(const hv_heap *h, hv_rows *rows, int by_live, const char *when,
+			size_t top, int frames, int raw, const char *group_name)
 {
 	int by_stack = strcmp(group_name, "stack") == 0;
 	by_live_g = by_live;
 	hv_rows_sort(rows, cmp_rows);
 	const hv_counts *total = hv_total(h);
 	double denom = by_live ? total->live_bytes : total->alloc_bytes;
-	printf("\nTop %s by %s (grouped by %s):\n", "allocation sites",
-	       by_live ? "bytes live at the end" : "bytes allocated", group_name);
+	printf("\nTop %s by %s%s (grouped by %s):\n", "allocation sites",
+	       by_live ? "bytes live at " : "bytes allocated", by_live ? when : "", group_name);
 	size_t shown = 0;
 	for (size_t i = 0; i < rows->n && (top == 0 || shown < top); i++) {
 		hv_row *r = &rows->rows[i];
@@ -85,7 +87,7 @@ int main(int argc, char **argv)
 	hv_options opt = { .from_s = 0, .to_s = -1 };
 	enum hv_group group = HV_GROUP_LINE;
 	const char *group_name = "line";
-	int which = 0; /* 0 both, 1 alloc, 2 live */
+	int which = 0; /* 0 the three, 1 alloc, 2 live, 3 peak */
 	double top = 10, frames = 16;
 	int raw = 0, c;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -97,7 +99,8 @@ int main(int argc, char **argv)
 		case 'b':
 			if (!strcmp(optarg, "alloc")) which = 1;
 			else if (!strcmp(optarg, "live")) which = 2;
-			else { fprintf(stderr, PROG ": --by wants alloc or live, not \"%s\"\n", optarg); return 2; }
+			else if (!strcmp(optarg, "peak")) which = 3;
+			else { fprintf(stderr, PROG ": --by wants alloc, peak or live, not \"%s\"\n", optarg); return 2; }
 			break;
 		case 'g':
 			if (hv_cli_group(PROG, optarg, &group)) return 2;
@@ -136,18 +139,39 @@ int main(int argc, char **argv)
 	       hv_cli_bytes(t->alloc_bytes, raw, a), t->alloc_objects,
 	       (unsigned long long)t->alloc_samples, hv_cli_bytes(t->live_bytes, raw, l),
 	       t->live_objects);
+	hv_peak peak = hv_get_peak(h);
+	double peak_s = (double)(peak.time_us - info->start_time_us) / 1e6;
+	printf("peak: live %s at %.3f s since start (~%.0f objects)\n",
+	       hv_cli_bytes(peak.bytes, raw, a), peak_s, peak.objects);
 
 	int rc = 0;
-	for (int pass = 1; pass <= 2; pass++) {
+	static const int order[] = {1, 3, 2}; /* allocated, at the peak, at the end */
+	for (int i = 0; i < 3 && rc == 0; i++) {
+		int pass = order[i];
 		if (which && which != pass) continue;
+		hv_heap *src = h;
+		char when[64] = "the end";
+		if (pass == 3) { /* a second pass, stopping at the peak */
+			char *err = NULL;
+			src = hv_load_at(argv[optind], &opt, peak.time_us, &err);
+			if (!src) fprintf(stderr, PROG ": %s\n", err ? err : "cannot read trace");
+			free(err);
+			if (!src || hv_cli_apply_wrappers(PROG, src, &wrappers, NULL) < 0) {
+				hv_free(src);
+				rc = 1;
+				break;
+			}
+			snprintf(when, sizeof when, "the peak (%.3f s)", peak_s);
+		}
 		hv_rows rows;
-		if (hv_group_rows(h, group, pass == 2, &rows) < 0) {
+		if (hv_group_rows(src, group, pass != 1, &rows) < 0) {
 			fprintf(stderr, PROG ": out of memory\n");
 			rc = 1;
-			break;
+		} else {
+			print_table(src, &rows, pass != 1, when, (size_t)top, (int)frames, raw, group_name);
+			hv_rows_free(&rows);
 		}
-		print_table(h, &rows, pass == 2, (size_t)top, (int)frames, raw, group_name);
-		hv_rows_free(&rows);
+		if (src != h) hv_free(src);
 	}
 	hv_free(h);
 	return rc;

@@ -58,6 +58,17 @@ if "$BIN/memtrace-pprof" --at peak "$TMP/p.ctf" -o "$TMP/p.pb.gz" 2>"$TMP/pp.err
 elif [ -s "$TMP/p.pb.gz" ]; then skip peak_pprof_inuse_at_peak "go is not installed"
 else fail peak_pprof_inuse_at_peak "$(cat "$TMP/pp.err")"; fi
 
+# ---- memtrace-timeline over a snapshot directory: one point per snapshot, the peak marked
+"$MT" --rate 1e-3 --snapshot-dir "$TMP/snaps" --snapshot-interval 0.2 -o /dev/null -- "$T" >/dev/null 2>"$TMP/s.err"
+nsnap=$(ls "$TMP/snaps"/*.ctf 2>/dev/null | wc -l)
+"$BIN/memtrace-timeline" "$TMP/snaps" -o "$TMP/snaps.svg" 2>"$TMP/tl.err"
+sp=$(sed -n 's/.*>peak \([0-9.]*\) MiB at .*/\1/p' "$TMP/snaps.svg" | head -1)
+echo "# $nsnap snapshots; their peak ${sp:-?} MiB (truth $(awk -v b="${tb:-0}" 'BEGIN { printf "%.1f", b / 1048576 }') MiB)"
+if [ "$nsnap" -ge 5 ] && [ -n "${sp:-}" ] && awk -v a="$sp" -v b="${tb:-0}" 'BEGIN { d = a * 1048576 - b; if (d < 0) d = -d; exit !(b > 0 && d <= 0.1 * b) }' &&
+	grep -q '>build_peak (' "$TMP/snaps.svg"
+then pass peak_timeline_of_snapshots
+else fail peak_timeline_of_snapshots "$nsnap snapshots, peak ${sp:-none} MiB: $(cat "$TMP/tl.err" "$TMP/s.err" | tail -2 | tr '\n' ' ')"; fi
+
 # ---- Debian's python3: the peak against the highest anonymous memory of an untraced run ----
 if ! command -v python3 >/dev/null; then
 	skip peak_python "python3 is not installed"

@@ -185,4 +185,26 @@ for t in "$DATA"/memtrace/malformed/*.ctf "$TMP/v3-cut.ctf"; do
 	[ "$(printf '%s' "$msgs" | sort -u | wc -l)" = 1 ] || { echo "different messages for $t: $msgs"; bad=$((bad + 1)); }
 done
 if [ $bad = 0 ]; then pass tools_reject_malformed; else fail tools_reject_malformed "$bad problems (see log)"; fi
+
+# ---- memtrace-timeline and memtrace-report --timeline (issue 22): main.ctf's peak is 145
+# samples (1187840 bytes) at 4.019 s, after the last LEAK2 allocation
+TL=$BIN/memtrace-timeline
+if "$TL" "$M" -o "$TMP/tl.svg" --top 2 2>"$TMP/tl.err" &&
+	python3 -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' "$TMP/tl.svg" 2>/dev/null
+then pass timeline_svg_well_formed
+else fail timeline_svg_well_formed "$(cat "$TMP/tl.err")"; fi
+expect timeline_peak_marked "$(cat "$TMP/tl.svg")" 'peak 1\.1 MiB at 4\.019 s'
+# --top 2: the two sites live at the peak, then "other" (three legend rows), with file:line
+n=$(grep -c 'class="legend"' "$TMP/tl.svg")
+if [ "$n" = 3 ] && grep -q '>leak_site (leak.c:40)<' "$TMP/tl.svg" && grep -q '>other<' "$TMP/tl.svg"
+then pass timeline_legend_top_and_other
+else fail timeline_legend_top_and_other "$n legend rows: $(grep -o 'class="legend".*</text>' "$TMP/tl.svg" | sed 's/<[^>]*>//g' | tr '\n' ';')"; fi
+expect timeline_y_axis_in_bytes "$(cat "$TMP/tl.svg")" '>1\.0 MiB</text>'
+expect timeline_x_axis_in_seconds "$(cat "$TMP/tl.svg")" '>4 s</text>'
+out=$("$TL" --top 1000 "$M" -o - 2>&1 >/dev/null); rc=$?
+if [ $rc = 2 ] && printf '%s' "$out" | grep -q 'top up to 100'; then pass timeline_bad_option
+else fail timeline_bad_option "rc $rc: $out"; fi
+out=$("$REPORT" --timeline --by alloc "$M")
+expect report_timeline_text_chart "$out" '1\.1 MiB \|'
+expect report_timeline_peak_marked "$out" '\^ peak 1\.1 MiB at 4\.019 s'
 exit 0

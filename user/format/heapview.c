@@ -292,6 +292,7 @@ hv_heap *hv_load(const char *path, const hv_options *opt, char **err)
 			if (live_remove(h, ev.id, &b)) {
 				counts_add_live(&h->nodes[b.ctx].counts, &b, -1);
 				counts_add_live(&h->total, &b, -1);
+				if (opt->on_live) opt->on_live(opt->on_live_arg, ev.time_us, b.ctx, -b.bytes);
 			}
 			continue;
 		}
@@ -332,6 +333,7 @@ hv_heap *hv_load(const char *path, const hv_options *opt, char **err)
 		counts_add_live(&h->nodes[b.ctx].counts, &b, 1);
 		counts_add_live(&h->total, &b, 1);
 		if (live_add(h, &b) < 0) { free(path_nodes); goto oom; }
+		if (opt->on_live) opt->on_live(opt->on_live_arg, ev.time_us, b.ctx, b.bytes);
 		/* only an allocation raises the live total: the peak is after one (the earliest
 		 * moment of the highest total) */
 		if (h->total.live_bytes > h->peak.bytes) {

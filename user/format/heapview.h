@@ -35,6 +35,10 @@ typedef struct hv_options {
 	double from_s, to_s; /* time window in seconds since trace start; to_s < 0 = until the end */
 	int lenient;         /* 1: a packet the reader skips is a warning; 0: it is an error */
 	uint64_t until_us;   /* nonzero: the window ends at this absolute time, to_s ignored */
+	/* called for each change of the live estimate in the window, in time order: a context's
+	 * block allocated (bytes > 0) or freed (bytes < 0); NULL: none */
+	void (*on_live)(void *arg, uint64_t time_us, uint32_t ctx, double bytes);
+	void *on_live_arg;
 } hv_options;
 
 /* The moment the sampled live estimate of the window was highest (the earliest such moment):

@@ -12,8 +12,9 @@ static const char *const alloc_functions[] = {
 	"posix_memalign", "aligned_alloc", "memalign", "valloc", "pvalloc", "mallocx", "rallocx",
 	"xallocx", "__libc_malloc", "__libc_calloc", "__libc_realloc", "__libc_memalign",
 	"operator new*", "operator delete*",
-	/* the system calls of anonymous mappings (memtraced's mapping records start there) */
-	"mmap", "mmap64", "__mmap", "__mmap64", "mremap", "__mremap", NULL,
+	/* the system calls of anonymous mappings (memtraced's mapping records start there; an
+	 * mprotect makes a reservation's range usable) */
+	"mmap", "mmap64", "__mmap", "__mmap64", "mremap", "__mremap", "mprotect", "__mprotect", NULL,
 };
 
 const char *const hv_default_wrappers[] = {
@@ -21,7 +22,7 @@ const char *const hv_default_wrappers[] = {
 	"posix_memalign", "aligned_alloc", "memalign", "valloc", "pvalloc", "mallocx", "rallocx",
 	"xallocx", "__libc_malloc", "__libc_calloc", "__libc_realloc", "__libc_memalign",
 	"operator new*", "operator delete*",
-	"mmap", "mmap64", "__mmap", "__mmap64", "mremap", "__mremap",
+	"mmap", "mmap64", "__mmap", "__mmap64", "mremap", "__mremap", "mprotect", "__mprotect",
 	/* git, binutils, gnulib */
 	"xmalloc", "xcalloc", "xrealloc", "xstrdup", "xstrndup", "xmemdupz", "xzalloc", "xmallocz",
 	/* redis */

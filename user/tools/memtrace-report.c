@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "heapview_cli.h"
+#include "heapview_timeline.h"
 
 #define PROG "memtrace-report"
 
@@ -29,6 +30,7 @@ static void usage(FILE *f)
 	      "                     frame calling it is the site (repeatable; xmalloc, g_malloc,\n"
 	      "                     zmalloc, PyMem_Malloc, operator new... are by default)\n"
 	      "  --keep-wrappers    every frame may be a site, wrappers too\n"
+	      "  --timeline         a text chart of the live bytes over time, the peak marked\n"
 	      "  --lenient          skip packets the reader skips (with a warning) instead of failing\n",
 	      f);
 }
@@ -73,6 +75,43 @@ static void print_table(const hv_heap *h, hv_rows *rows, int by_live, const char
 	if (!shown) printf("     (none)\n");
 }
 
+/* Live bytes over time as a text chart: COLS columns (one per time bucket) of ROWS lines, '#'
+ * up to each bucket's live bytes, the peak's column marked below. */
+static int print_timeline(const char *path, const hv_options *opt)
+{
+	enum { COLS = 64, ROWS = 8 };
+	char *err = NULL;
+	hv_timeline *t = hv_timeline_load(path, opt, COLS, HV_GROUP_FUNCTION, 0, NULL, 0, 0, &err);
+	if (!t) {
+		fprintf(stderr, PROG ": %s\n", err ? err : "cannot read trace");
+		free(err);
+		return -1;
+	}
+	double max = t->peak.bytes;
+	for (int i = 0; i < COLS; i++)
+		if (t->total[i] > max) max = t->total[i];
+	char a[32];
+	double t0 = (double)(t->t0_us - hv_info(t->h)->start_time_us) / 1e6;
+	double t1 = (double)(t->t1_us - hv_info(t->h)->start_time_us) / 1e6;
+	printf("\nLive bytes over time (%.3f s .. %.3f s, %.3f s a column):\n", t0, t1,
+	       (t1 - t0) / COLS);
+	for (int r = ROWS; r >= 1; r--) {
+		printf("%10s |", r == ROWS ? hv_human_bytes(max, a) : r == 1 ? "" : "");
+		for (int i = 0; i < COLS; i++)
+			putchar(max > 0 && t->total[i] >= max * (r - 0.5) / ROWS ? '#' : ' ');
+		putchar('\n');
+	}
+	printf("%10s +", "0 B");
+	for (int i = 0; i < COLS; i++) putchar('-');
+	int pc = t->t1_us > t->t0_us && t->peak.time_us > t->t0_us
+		 ? (int)((t->peak.time_us - t->t0_us) * COLS / (t->t1_us - t->t0_us)) : 0;
+	if (pc >= COLS) pc = COLS - 1;
+	printf("\n%10s  %*s^ peak %s at %.3f s\n", "", pc, "", hv_human_bytes(t->peak.bytes, a),
+	       (double)(t->peak.time_us - hv_info(t->h)->start_time_us) / 1e6);
+	hv_timeline_free(t);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -81,7 +120,8 @@ int main(int argc, char **argv)
 		{ "to", required_argument, 0, 't' },    { "frames", required_argument, 0, 'F' },
 		{ "raw", no_argument, 0, 'r' },         { "lenient", no_argument, 0, 'L' },
 		{ "help", no_argument, 0, 'h' },        { "wrapper", required_argument, 0, 'W' },
-		{ "keep-wrappers", no_argument, 0, 'K' }, { 0, 0, 0, 0 },
+		{ "keep-wrappers", no_argument, 0, 'K' }, { "timeline", no_argument, 0, 'l' },
+		{ 0, 0, 0, 0 },
 	};
 	static hv_cli_wrappers wrappers;
 	hv_options opt = { .from_s = 0, .to_s = -1 };
@@ -89,7 +129,7 @@ int main(int argc, char **argv)
 	const char *group_name = "line";
 	int which = 0; /* 0 the three, 1 alloc, 2 live, 3 peak */
 	double top = 10, frames = 16;
-	int raw = 0, c;
+	int raw = 0, timeline = 0, c;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'n': if (hv_cli_number(PROG, "--top", optarg, &top)) return 2; break;
@@ -107,6 +147,7 @@ int main(int argc, char **argv)
 			group_name = optarg;
 			break;
 		case 'r': raw = 1; break;
+		case 'l': timeline = 1; break;
 		case 'L': opt.lenient = 1; break;
 		case 'W': if (hv_cli_add_wrapper(PROG, &wrappers, optarg)) return 2; break;
 		case 'K': wrappers.keep = 1; break;
@@ -144,7 +185,7 @@ int main(int argc, char **argv)
 	printf("peak: live %s at %.3f s since start (~%.0f objects)\n",
 	       hv_cli_bytes(peak.bytes, raw, a), peak_s, peak.objects);
 
-	int rc = 0;
+	int rc = timeline && print_timeline(argv[optind], &opt) < 0 ? 1 : 0;
 	static const int order[] = {1, 3, 2}; /* allocated, at the peak, at the end */
 	for (int i = 0; i < 3 && rc == 0; i++) {
 		int pass = order[i];

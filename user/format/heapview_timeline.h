@@ -1,0 +1,33 @@
+/* The live heap over time, by site (heapview_timeline.c): for memtrace-timeline, memtrace-report
+ * --timeline and memtrace-html. Two passes over a trace: the first finds the window's end and
+ * its peak, the second sums the live estimate of each context into time buckets. */
+#ifndef MEMTRACE_HEAPVIEW_TIMELINE_H
+#define MEMTRACE_HEAPVIEW_TIMELINE_H
+
+#include "heapview.h"
+
+typedef struct hv_series {
+	char *key;        /* the group key (hv_group_key); NULL for "other" */
+	uint32_t ctx;     /* its heaviest context at the peak: for its names */
+	double *live;     /* live bytes at the end of each bucket */
+	double at_peak;   /* live bytes in the bucket of the peak */
+} hv_series;
+
+typedef struct hv_timeline {
+	uint64_t t0_us, t1_us; /* the window, absolute; bucket i ends at t0 + (i+1)(t1-t0)/n */
+	int nbuckets;
+	double *total;         /* live bytes at the end of each bucket */
+	hv_series *series;     /* the top sites by live bytes in the peak's bucket, then "other" */
+	int nseries;
+	hv_peak peak;          /* exact (hv_get_peak) */
+	hv_heap *h;            /* the trace (names, info), wrappers applied */
+} hv_timeline;
+
+/* top: sites shown (the rest is "other"); wrappers as hv_apply_wrappers. NULL and *err (to
+ * free) on error. */
+hv_timeline *hv_timeline_load(const char *path, const hv_options *opt, int nbuckets,
+			      enum hv_group g, int top, const char *const *wrappers, int nwrappers,
+			      int keep_wrappers, char **err);
+void hv_timeline_free(hv_timeline *t);
+
+#endif

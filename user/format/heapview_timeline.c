@@ -7,15 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct delta {
-	uint32_t ctx, bucket;
-	double bytes;
-};
 
 struct collect {
-	uint64_t t0, t1;
-	int nbuckets;
-	struct delta *d;      /* flushed (ctx, bucket) sums */
+	uint64_t t0, t1, peak; /* buckets 0..pb end at or before the peak, the rest after it */
+	int nbuckets, pb;
+	hv_change *d;         /* flushed (ctx, bucket) sums */
 	size_t n, cap;
 	uint32_t *cur_bucket; /* per context: its open bucket + 1 (0: none) */
 	double *cur_bytes;
@@ -23,23 +19,37 @@ struct collect {
 	int oom;
 };
 
+/* The bucket of time t: pb + 1 even buckets over (t0, peak], the rest over (peak, t1]. */
 static int bucket_of(const struct collect *c, uint64_t t)
 {
-	if (t <= c->t0 || c->t1 <= c->t0) return 0;
-	uint64_t b = (t - c->t0) * (uint64_t)c->nbuckets / (c->t1 - c->t0);
-	return b >= (uint64_t)c->nbuckets ? c->nbuckets - 1 : (int)b;
+	if (t <= c->t0) return 0;
+	if (t <= c->peak) {
+		uint64_t b = (t - c->t0 - 1) * (uint64_t)(c->pb + 1) / (c->peak - c->t0);
+		return b > (uint64_t)c->pb ? c->pb : (int)b;
+	}
+	int after = c->nbuckets - c->pb - 1;
+	if (after <= 0 || c->t1 <= c->peak) return c->nbuckets - 1;
+	uint64_t b = (t - c->peak - 1) * (uint64_t)after / (c->t1 - c->peak);
+	return c->pb + 1 + (b >= (uint64_t)after ? after - 1 : (int)b);
+}
+
+static uint64_t bucket_end(const struct collect *c, int b)
+{
+	if (b <= c->pb) return c->t0 + (c->peak - c->t0) * (uint64_t)(b + 1) / (uint64_t)(c->pb + 1);
+	int after = c->nbuckets - c->pb - 1;
+	return c->peak + (c->t1 - c->peak) * (uint64_t)(b - c->pb) / (uint64_t)after;
 }
 
 static void push(struct collect *c, uint32_t ctx, uint32_t bucket, double bytes)
 {
 	if (c->n == c->cap) {
 		size_t cap = c->cap ? 2 * c->cap : 4096;
-		struct delta *g = realloc(c->d, cap * sizeof *g);
+		hv_change *g = realloc(c->d, cap * sizeof *g);
 		if (!g) { c->oom = 1; return; }
 		c->d = g;
 		c->cap = cap;
 	}
-	c->d[c->n++] = (struct delta){ctx, bucket, bytes};
+	c->d[c->n++] = (hv_change){ctx, bucket, bytes};
 }
 
 static void on_live(void *arg, uint64_t t, uint32_t ctx, double bytes)
@@ -82,13 +92,39 @@ void hv_timeline_free(hv_timeline *t)
 	}
 	free(t->series);
 	free(t->total);
+	free(t->changes);
+	free(t->ends);
 	hv_free(t->h);
 	free(t);
 }
 
+static int by_ctx_bucket(const void *a, const void *b)
+{
+	const hv_change *x = a, *y = b;
+	if (x->ctx != y->ctx) return x->ctx < y->ctx ? -1 : 1;
+	return x->bucket < y->bucket ? -1 : x->bucket > y->bucket;
+}
+
+static hv_timeline *load(const char *path, const hv_options *opt, int nbuckets, enum hv_group g,
+			 int top, const char *const *wrappers, int nwrappers, int keep_wrappers,
+			 int keep_changes, char **err);
+
 hv_timeline *hv_timeline_load(const char *path, const hv_options *opt, int nbuckets,
 			      enum hv_group g, int top, const char *const *wrappers, int nwrappers,
 			      int keep_wrappers, char **err)
+{
+	return load(path, opt, nbuckets, g, top, wrappers, nwrappers, keep_wrappers, 0, err);
+}
+
+hv_timeline *hv_timeline_load_changes(const char *path, const hv_options *opt, int nbuckets,
+				      enum hv_group g, int top, char **err)
+{
+	return load(path, opt, nbuckets, g, top, NULL, 0, 0, 1, err);
+}
+
+static hv_timeline *load(const char *path, const hv_options *opt, int nbuckets, enum hv_group g,
+			 int top, const char *const *wrappers, int nwrappers, int keep_wrappers,
+			 int keep_changes, char **err)
 {
 	*err = NULL;
 	if (nbuckets < 1) nbuckets = 1;
@@ -98,6 +134,15 @@ hv_timeline *hv_timeline_load(const char *path, const hv_options *opt, int nbuck
 	struct collect c = {.nbuckets = nbuckets, .t1 = hv_end_time_us(first)};
 	c.t0 = info->start_time_us + (opt->from_s > 0 ? (uint64_t)(opt->from_s * 1e6) : 0);
 	if (c.t1 < c.t0) c.t1 = c.t0;
+	c.peak = hv_get_peak(first).time_us;
+	if (c.peak < c.t0) c.peak = c.t0;
+	if (c.peak > c.t1) c.peak = c.t1;
+	/* the peak's bucket where an even spacing would put it (at least one bucket before) */
+	c.pb = c.t1 > c.t0 ? (int)((c.peak - c.t0) * (uint64_t)nbuckets / (c.t1 - c.t0)) : 0;
+	if (c.pb >= nbuckets) c.pb = nbuckets - 1;
+	if (c.peak == c.t1) c.pb = nbuckets - 1;
+	if (c.peak == c.t0) c.pb = 0;
+	if (c.peak < c.t1 && nbuckets > 1 && c.pb > nbuckets - 2) c.pb = nbuckets - 2;
 	hv_free(first);
 
 	hv_options o = *opt;
@@ -111,6 +156,10 @@ hv_timeline *hv_timeline_load(const char *path, const hv_options *opt, int nbuck
 	t->t1_us = c.t1;
 	t->nbuckets = nbuckets;
 	t->peak = hv_get_peak(h);
+	t->peak_bucket = c.pb;
+	t->ends = malloc((size_t)nbuckets * sizeof *t->ends);
+	if (!t->ends) goto oom;
+	for (int b = 0; b < nbuckets; b++) t->ends[b] = bucket_end(&c, b);
 	for (uint32_t ctx = 0; ctx < c.nctx; ctx++) /* the open buckets */
 		if (c.cur_bucket[ctx]) push(&c, ctx, c.cur_bucket[ctx] - 1, c.cur_bytes[ctx]);
 	if (c.oom || hv_apply_wrappers(h, wrappers, nwrappers, keep_wrappers, NULL) < 0) goto oom;
@@ -158,9 +207,7 @@ hv_timeline *hv_timeline_load(const char *path, const hv_options *opt, int nbuck
 			if (t->series[k].live[b] < 1e-6) t->series[k].live[b] = 0; /* rounding dust */
 			t->total[b] += t->series[k].live[b];
 		}
-	int pb = t->peak.time_us > t->t0_us ? (t->peak.time_us >= t->t1_us ? nbuckets - 1
-		 : (int)((t->peak.time_us - t->t0_us) * (uint64_t)nbuckets / (t->t1_us - t->t0_us))) : 0;
-	for (int k = 0; k < t->nseries; k++) t->series[k].at_peak = t->series[k].live[pb];
+	for (int k = 0; k < t->nseries; k++) t->series[k].at_peak = t->series[k].live[c.pb];
 	if (t->nseries > 1) qsort(t->series, (size_t)t->nseries, sizeof *t->series, by_peak_bytes);
 	/* the rest folded into "other" */
 	if (top >= 0 && t->nseries > top) {
@@ -174,6 +221,12 @@ hv_timeline *hv_timeline_load(const char *path, const hv_options *opt, int nbuck
 		}
 		t->nseries = top + 1;
 		t->series[top] = other;
+	}
+	if (keep_changes) {
+		qsort(c.d, c.n, sizeof *c.d, by_ctx_bucket);
+		t->changes = c.d;
+		t->nchanges = c.n;
+		c.d = NULL;
 	}
 	free(c.d);
 	free(c.cur_bucket);

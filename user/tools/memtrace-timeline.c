@@ -195,7 +195,9 @@ static int chart_from_trace(const char *path, const hv_options *opt, int top, en
 	if (!c->t || !c->label || !c->where || !c->v) return -1;
 	double from = (double)(t->t0_us - hv_info(t->h)->start_time_us) / 1e6;
 	c->t[0] = from; /* nothing live before the window */
-	for (int i = 0; i < t->nbuckets; i++) c->t[i + 1] = from + span * (i + 1) / t->nbuckets;
+	for (int i = 0; i < t->nbuckets; i++)
+		c->t[i + 1] = (double)(t->ends[i] - hv_info(t->h)->start_time_us) / 1e6;
+	(void)span;
 	/* the stack: "other" at the bottom, then the sites from the smallest up */
 	for (int k = 0; k < t->nseries; k++) {
 		int s = t->nseries - 1 - k;

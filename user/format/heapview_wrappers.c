@@ -23,6 +23,8 @@ const char *const hv_default_wrappers[] = {
 	"xallocx", "__libc_malloc", "__libc_calloc", "__libc_realloc", "__libc_memalign",
 	"operator new*", "operator delete*",
 	"mmap", "mmap64", "__mmap", "__mmap64", "mremap", "__mremap", "mprotect", "__mprotect",
+	/* libc's own copies */
+	"strdup", "__strdup", "strndup", "__strndup", "wcsdup",
 	/* git, binutils, gnulib */
 	"xmalloc", "xcalloc", "xrealloc", "xstrdup", "xstrndup", "xmemdupz", "xzalloc", "xmallocz",
 	/* redis */

@@ -3,7 +3,7 @@
 #
 #   bash bench/run.sh [BUILD]          (root; about 10-15 minutes on the project's 2-vCPU VM)
 #
-# Sections (BENCH_ONLY=micro,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real to pick some):
+# Sections (BENCH_ONLY=micro,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view to pick some):
 #   micro     malloc/free loop (bench/micro_alloc), ns per pair, interleaved rounds of:
 #             none | floor (empty probes on memtraced's sites) | memtraced (default rate) |
 #             memtraced --rate 1 | memtraced --inject | bcc memleak | heaptrack; plus design figures from
@@ -20,6 +20,7 @@
 #             live (its "held ... at most"); medians of ATTACH_ROUNDS (default 7)
 #   real      node 20 (crashes, JIT frames, bytes against heaptrack), clang++ at 1e-5 and
 #             1e-3 (drops, names), git gc --aggressive --follow-forks (exec_hold_ms_max)
+#   view      a generated 1,000,000-event trace: peak_ms, html_ms, html_bytes, html_open_ms
 # Output: a table on stdout, key=value lines in bench/results/latest.txt (BENCH_OUT=...);
 # n/a where something could not be measured, with the reason on a "# " line before it.
 # The machine is shared and noisy: every figure is a median of interleaved rounds (each round
@@ -37,7 +38,7 @@ REDIS_ROUNDS=${BENCH_REDIS_ROUNDS:-3}
 REDIS_REQUESTS=${BENCH_REDIS_REQUESTS:-50000}
 ITERS=${BENCH_ITERS:-20000}          # pairs per traced micro run (~13 us each under probes)
 ITERS_NONE=${BENCH_ITERS_NONE:-2000000}
-ONLY=${BENCH_ONLY:-micro,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real}
+ONLY=${BENCH_ONLY:-micro,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view}
 ATTACH_ROUNDS=${BENCH_ATTACH_ROUNDS:-7}
 OUT=${BENCH_OUT:-$TOP/bench/results/latest.txt}
 TMP=$(mktemp -d /tmp/memtraced-bench.XXXXXX)
@@ -666,6 +667,43 @@ JS
 	else na exec_hold_ms_max "git is not installed"; fi
 }
 
+# The heap at its worst (issue 22), on a generated trace of 1,000,000 events (test_heapview
+# --write-big: 60 s, hundreds of thousands of contexts, a peak at 25 s): peak_ms (memtrace-report's
+# one pass that finds the peak), html_ms and html_bytes (memtrace-html), html_open_ms (headless
+# Chromium: navigation to the page drawn, tests/browser/html_check.js); medians of 3.
+view_section() {
+	local gen=$TOP/$BUILD/tests/unit/test_heapview d=$TMP/view i p=() h=() o=() t0 peak v
+	[ -x "$gen" ] || { na peak_ms "test_heapview is not built"; return; }
+	mkdir -p "$d"
+	"$gen" --write-big "$d" 1000000 || { na peak_ms "cannot write the trace"; return; }
+	for ((i = 0; i < 3; i++)); do
+		t0=$(date +%s%N)
+		"$TOP/$BUILD/bin/memtrace-report" --by alloc --top 1 "$d/big.ctf" >"$d/r.txt" 2>&1
+		p+=("$(( ($(date +%s%N) - t0) / 1000000 ))")
+		t0=$(date +%s%N)
+		"$TOP/$BUILD/bin/memtrace-html" "$d/big.ctf" -o "$d/big.html" 2>/dev/null
+		h+=("$(( ($(date +%s%N) - t0) / 1000000 ))")
+	done
+	set_result peak_ms "$(median "${p[@]}")"
+	note peak_ms "memtrace-report --by alloc on 1,000,000 events: the one pass that also finds the peak"
+	set_result html_ms "$(median "${h[@]}")"
+	set_result html_bytes "$(stat -c %s "$d/big.html")"
+	note html_bytes "memtrace-html's page for 1,000,000 events (goal at most 5 MB)"
+	local chromium
+	chromium=$(command -v chromium || command -v chromium-browser || true)
+	if [ -n "$chromium" ] && command -v node >/dev/null; then
+		peak=$("$TOP/$BUILD/bin/memtrace-report" --raw --by alloc --top 1 "$d/big.ctf" | sed -n 's/^peak: live \([0-9]*\) at.*/\1/p')
+		for ((i = 0; i < 3; i++)); do
+			v=$(node "$TOP/tests/browser/html_check.js" "$chromium" "$d/big.html" "$d/big.png" "$peak" 0.5 leak_site |
+				sed -n 's/^# open_ms //p')
+			[ -n "$v" ] && o+=("$v")
+		done
+		if [ ${#o[@]} -gt 0 ]; then set_result html_open_ms "$(median "${o[@]}")"
+		else na html_open_ms "html_check.js gave no time"; fi
+		note html_open_ms "headless Chromium: from the navigation to the page drawn (goal under 2000)"
+	else na html_open_ms "chromium or node is not installed"; fi
+}
+
 include_kv() {   # PREFIX PROGRAM ARGS...: adds the program's key=value lines
 	local p=$1; shift
 	[ -x "$1" ] || { na "${p}bench" "$1 is not built"; return; }
@@ -687,6 +725,7 @@ want burst && burst_section
 want attach && attach_section
 want inject_safety && inject_safety_section
 want real && real_section
+want view && view_section
 set_result bench_seconds $(($(date +%s) - START))
 
 # ---------------------------------------------------------------------------------------------

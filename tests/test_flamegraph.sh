@@ -81,6 +81,15 @@ if [ -z "$CHROMIUM" ] || ! command -v node >/dev/null; then
 fi
 node "$TOP/tests/browser/flamegraph_check.js" "$CHROMIUM" "$svg" "$LOGS/flamegraph.png" \
 	alloc_big=2457600 leak_site=983040 small_site=409600
+# What was live at the peak (issue 22): main.ctf's peak holds LEAK 120 samples (both stacks)
+# and SMALL 25, 8192 bytes each.
+"$FG" --at peak "$TMP/fx/main.ctf" -o "$TMP/peak.svg" &&
+	node "$TOP/tests/browser/flamegraph_check.js" "$CHROMIUM" "$TMP/peak.svg" "$LOGS/flamegraph-peak.png" \
+		leak_site=983040 small_site=204800 | sed 's/^\(PASS\|FAIL\|SKIP\) flamegraph_/\1 flamegraph_peak_/'
+# memtrace-timeline's chart (issue 22): its areas, legend and peak marker, at the peak's height.
+"$BIN/memtrace-timeline" "$TMP/fx/main.ctf" -o "$TMP/timeline.svg" --top 2 &&
+	node "$TOP/tests/browser/svg_check.js" "$CHROMIUM" "$TMP/timeline.svg" "$LOGS/timeline.png" timeline 1187840 \
+		'path.series=3' 'g.legend=3' 'g.peak=1'
 # A big real trace renders without a console error too.
 "$FG" "$ref" -o "$TMP/ocamlopt.svg" &&
 	node "$TOP/tests/browser/flamegraph_check.js" "$CHROMIUM" "$TMP/ocamlopt.svg" "$LOGS/flamegraph-ocamlopt.png" |

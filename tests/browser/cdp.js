@@ -97,14 +97,16 @@ function start(chromium, tag) {
     await s('Page.enable');
     await s('Emulation.setDeviceMetricsOverride', { width: 1200, height: 800, deviceScaleFactor: 1, mobile: false });
     const loaded = once('Page.loadEventFired');
+    const t0 = Date.now();
     await s('Page.navigate', { url });
-    await loaded;
+    await loaded; /* (after the page's own scripts ran) */
+    const openMs = Date.now() - t0;
     const evalValue = async (expr) => {
       const r = await s('Runtime.evaluate', { expression: expr, returnByValue: true, awaitPromise: true });
       if (r.exceptionDetails) throw new Error('evaluate failed: ' + JSON.stringify(r.exceptionDetails));
       return r.result.value;
     };
-    return { s, evalValue };
+    return { s, evalValue, openMs };
   }
   // the whole page as a PNG at pngPath
   async function screenshot(s, evalValue, pngPath) {

@@ -3,7 +3,7 @@
 // frame stands for PEAK_BYTES within 1%); a click on the timeline at FRACTION of its plot width
 // selects another moment (its time and the root's bytes are printed as "# click T BYTES" for the
 // caller to check against the trace); a search highlights frames of NAME; no console error; a
-// screenshot at PNG_OUT.
+// screenshot at PNG_OUT. Prints "# open_ms N": from the navigation to the page drawn.
 //
 // usage: node html_check.js CHROMIUM HTML PNG_OUT PEAK_BYTES FRACTION NAME
 'use strict';
@@ -19,7 +19,8 @@ const B = start(chromium, 'html_browser');
 const { pass, fail } = B;
 
 async function main() {
-  const { s, evalValue } = await B.openPage('file://' + path.resolve(htmlPath));
+  const { s, evalValue, openMs } = await B.openPage('file://' + path.resolve(htmlPath));
+  console.log('# open_ms ' + openMs);
   const title = await evalValue("document.getElementById('title').textContent");
   if (title.length > 0) pass('html_title'); else fail('html_title', 'no title');
   const series = await evalValue("document.querySelectorAll('#timeline path.series').length");

@@ -347,9 +347,52 @@ static void check_nodebug(const char *dir)
 	hv_free(h);
 }
 
+/* big.ctf for the benchmarks (`test_heapview --write-big DIR EVENTS`): EVENTS events over 60 s,
+ * allocations of thousands of distinct stacks (depth 3 to 8 over the codes above), each freed
+ * 4096 allocations later except one in 16 (a slow leak), a burst of 50,000 blocks held from
+ * 20 to 25 s (the peak). */
+static int write_big(const char *dir, long events)
+{
+	FILE *f;
+	mt_writer *w = open_trace(dir, "big.ctf", &f);
+	if (!w) return -1;
+	enum { RING = 4096 };
+	static int64_t ring[RING];
+	static int64_t burst[50000];
+	long nb = 0, done = 0, i = 0;
+	uint64_t span = 60 * SEC;
+	for (; done < events; i++) {
+		uint64_t t = START_US + (uint64_t)((double)done / (double)events * (double)span);
+		uint64_t bt[8];
+		int depth = 3 + (int)(i % 6);
+		bt[0] = C_MAIN;
+		for (int k = 1; k < depth; k++) bt[k] = 1 + (uint64_t)((i / (k * 7 + 1) * (2 * k + 3)) % 14);
+		int64_t id = mt_writer_alloc(w, t, 64 + i % 512, 1, MT_SOURCE_EXTERNAL, bt, (size_t)depth);
+		if (id < 0) return -1;
+		done++;
+		if (t >= START_US + 20 * SEC && t < START_US + 25 * SEC && nb < 50000) {
+			burst[nb++] = id; /* held until 25 s */
+			continue;
+		}
+		if (nb == 50000 && t >= START_US + 25 * SEC) {
+			for (long k = 0; k < nb && done < events; k++, done++)
+				if (mt_writer_collect(w, t, burst[k]) < 0) return -1;
+			nb = -1;
+		}
+		int64_t old = ring[i % RING];
+		ring[i % RING] = i % 16 ? id : 0;
+		if (old > 0 && done < events) {
+			if (mt_writer_collect(w, t, old) < 0) return -1;
+			done++;
+		}
+	}
+	return close_trace(w, f);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "--write")) return write_all(argv[2]) < 0 ? 1 : 0;
+	if (argc == 4 && !strcmp(argv[1], "--write-big")) return write_big(argv[2], atol(argv[3])) < 0 ? 1 : 0;
 	char dir[] = "/tmp/test_heapview.XXXXXX";
 	if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
 	CHECK("heapview_write_fixtures", write_all(dir) == 0);

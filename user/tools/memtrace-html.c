@@ -51,6 +51,84 @@ static void frame_names(const hv_heap *h, uint32_t ctx, const char **name, char 
 	else if (n > 0) snprintf(where, len, "%s", hv_filename(&l[n - 1]));
 }
 
+/* Contexts too small to be seen in a 1100-pixel flame graph at any moment (their subtree's
+ * allocated bytes and an upper bound of its live bytes under 1/PRUNE of the totals) are folded
+ * into their nearest ancestor that is not: a big trace's page stays a few MB. */
+#define PRUNE 4000
+
+struct pruned {
+	uint32_t *id;      /* per context: its number in the page, or that of the ancestor it is folded into */
+	uint32_t *keep;    /* the contexts kept, in order (parents first) */
+	uint32_t nkeep;
+	double *alloc;     /* per kept context: its allocated bytes with what was folded into it */
+	hv_change *changes; /* by kept context, then bucket */
+	size_t nchanges;
+};
+
+static int by_ctx_bucket(const void *a, const void *b)
+{
+	const hv_change *x = a, *y = b;
+	if (x->ctx != y->ctx) return x->ctx < y->ctx ? -1 : 1;
+	return x->bucket < y->bucket ? -1 : x->bucket > y->bucket;
+}
+
+static int prune(const hv_timeline *t, struct pruned *p)
+{
+	const hv_heap *h = t->h;
+	uint32_t n = hv_context_count(h);
+	double *asub = calloc(n, sizeof *asub), *lsub = calloc(n, sizeof *lsub);
+	p->id = malloc(n * sizeof *p->id);
+	p->keep = malloc(n * sizeof *p->keep);
+	p->alloc = calloc(n, sizeof *p->alloc);
+	p->changes = malloc((t->nchanges ? t->nchanges : 1) * sizeof *p->changes);
+	if (!asub || !lsub || !p->id || !p->keep || !p->alloc || !p->changes) {
+		free(asub);
+		free(lsub);
+		return -1;
+	}
+	for (uint32_t c = 0; c < n; c++) asub[c] = hv_context_counts(h, c)->alloc_bytes;
+	for (size_t i = 0; i < t->nchanges;) { /* each context's highest live bytes */
+		uint32_t ctx = t->changes[i].ctx;
+		double live = 0, max = 0;
+		for (; i < t->nchanges && t->changes[i].ctx == ctx; i++) {
+			live += t->changes[i].bytes;
+			if (live > max) max = live;
+		}
+		if (ctx < n) lsub[ctx] = max;
+	}
+	for (uint32_t c = n; c-- > 1;) { /* (a context comes after its parent) */
+		uint32_t parent = hv_context_parent(h, c);
+		asub[parent] += asub[c];
+		lsub[parent] += lsub[c];
+	}
+	double ta = asub[0] / PRUNE, tl = (t->peak.bytes > 0 ? t->peak.bytes : lsub[0]) / PRUNE;
+	p->nkeep = 0;
+	for (uint32_t c = 0; c < n; c++) {
+		if (c == 0 || asub[c] >= ta || lsub[c] >= tl) {
+			p->id[c] = p->nkeep;
+			p->keep[p->nkeep++] = c;
+		} else p->id[c] = p->id[hv_context_parent(h, c)];
+		p->alloc[p->id[c]] += hv_context_counts(h, c)->alloc_bytes;
+	}
+	free(asub);
+	free(lsub);
+	/* the changes of folded contexts summed into their kept ancestor's */
+	for (size_t i = 0; i < t->nchanges; i++) {
+		p->changes[i] = t->changes[i];
+		p->changes[i].ctx = t->changes[i].ctx < n ? p->id[t->changes[i].ctx] : 0;
+	}
+	qsort(p->changes, t->nchanges, sizeof *p->changes, by_ctx_bucket);
+	size_t m = 0;
+	for (size_t i = 0; i < t->nchanges; i++) {
+		if (m && p->changes[m - 1].ctx == p->changes[i].ctx &&
+		    p->changes[m - 1].bucket == p->changes[i].bucket)
+			p->changes[m - 1].bytes += p->changes[i].bytes;
+		else p->changes[m++] = p->changes[i];
+	}
+	p->nchanges = m;
+	return 0;
+}
+
 static void data(FILE *o, const hv_timeline *t, const char *title)
 {
 	const hv_heap *h = t->h;
@@ -80,33 +158,43 @@ static void data(FILE *o, const hv_timeline *t, const char *title)
 		for (int b = 0; b < t->nbuckets; b++) fprintf(o, "%s%.0f", b ? "," : "", t->series[k].live[b]);
 		fputs("]}", o);
 	}
-	/* the call-context trie: [parent, name, where, allocated bytes, site] per context */
-	uint32_t n = hv_context_count(h);
+	/* the call-context trie, small contexts folded: [parent, name, where, allocated, site] */
+	struct pruned p = {0};
+	if (prune(t, &p) < 0) { /* out of memory: no flame graphs, the rest is there */
+		fputs("],\"nodes\":[[-1,\"all\",\"\",0,0]],\"live\":[]}", o);
+		goto out;
+	}
 	fputs("],\"nodes\":[", o);
-	for (uint32_t c = 0; c < n; c++) {
+	for (uint32_t k = 0; k < p.nkeep; k++) {
+		uint32_t c = p.keep[k];
 		const char *name;
 		frame_names(h, c, &name, where, sizeof where);
-		fprintf(o, "%s[%d,", c ? "," : "", c ? (int)hv_context_parent(h, c) : -1);
+		fprintf(o, "%s[%d,", k ? "," : "", k ? (int)p.id[hv_context_parent(h, c)] : -1);
 		js(o, name);
 		fputc(',', o);
 		js(o, where);
-		fprintf(o, ",%.0f,%u]", hv_context_counts(h, c)->alloc_bytes, hv_site_context(h, c));
+		fprintf(o, ",%.0f,%u]", p.alloc[k], p.id[hv_site_context(h, c)]);
 	}
 	/* per context: [ctx, bucket, live after it, bucket, live after it...] */
 	fputs("],\"live\":[", o);
 	int first = 1;
-	for (size_t i = 0; i < t->nchanges;) {
-		uint32_t ctx = t->changes[i].ctx;
+	for (size_t i = 0; i < p.nchanges;) {
+		uint32_t ctx = p.changes[i].ctx;
 		double live = 0;
 		fprintf(o, "%s[%u", first ? "" : ",", ctx);
 		first = 0;
-		for (; i < t->nchanges && t->changes[i].ctx == ctx; i++) {
-			live += t->changes[i].bytes;
-			fprintf(o, ",%u,%.0f", t->changes[i].bucket, live < 0.5 ? 0 : live);
+		for (; i < p.nchanges && p.changes[i].ctx == ctx; i++) {
+			live += p.changes[i].bytes;
+			fprintf(o, ",%u,%.0f", p.changes[i].bucket, live < 0.5 ? 0 : live);
 		}
 		fputc(']', o);
 	}
 	fputs("]}", o);
+out:
+	free(p.id);
+	free(p.keep);
+	free(p.alloc);
+	free(p.changes);
 }
 
 int main(int argc, char **argv)

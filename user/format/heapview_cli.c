@@ -1,10 +1,12 @@
 /* Command-line plumbing shared by the heapview tools (see heapview_cli.h). */
 #include "heapview_cli.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int hv_cli_number(const char *prog, const char *opt, const char *s, double *out)
 {
@@ -58,6 +60,27 @@ hv_heap *hv_cli_load(const char *prog, const char *path, const hv_options *opt)
 	else hv_cli_warn_drops(prog, hv_info(h), hv_total(h)->alloc_events);
 	free(err);
 	return h;
+}
+
+FILE *hv_cli_open_output(const char *prog, const char *output, const char *hint)
+{
+	if (!output || strcmp(output, "-") == 0) {
+		if (!output && isatty(STDOUT_FILENO)) {
+			fprintf(stderr, "%s: standard output is a terminal: give %s\n", prog, hint);
+			return NULL;
+		}
+		return stdout;
+	}
+	FILE *o = fopen(output, "w");
+	if (!o) fprintf(stderr, "%s: %s: cannot write it: %s\n", prog, output, strerror(errno));
+	return o;
+}
+
+int hv_cli_close_output(const char *prog, FILE *o, const char *output)
+{
+	int bad = ferror(o) || (o == stdout ? fflush(o) != 0 : fclose(o) != 0);
+	if (bad) fprintf(stderr, "%s: %s: write failed\n", prog, output ? output : "standard output");
+	return bad ? -1 : 0;
 }
 
 int hv_cli_parse_at(const char *prog, const char *s, hv_cli_at *at)

@@ -54,6 +54,12 @@ int hv_cli_apply_wrappers(const char *prog, hv_heap *h, const hv_cli_wrappers *w
  * in the context string), with the share lost out of those and the `samples` the trace has. */
 void hv_cli_warn_drops(const char *prog, const mt_trace_info *info, uint64_t samples);
 
+/* Where a tool's document goes (-o FILE, "-" or none: standard output, but not onto a terminal,
+ * where hint says what to give). NULL with a message. */
+FILE *hv_cli_open_output(const char *prog, const char *output, const char *hint);
+/* Closes it (not standard output); -1 with a message when the writing failed. */
+int hv_cli_close_output(const char *prog, FILE *o, const char *output);
+
 /* A byte count for a table: exact ("1234") when raw, else human ("1.2 KiB"). buf holds 32
  * chars. */
 const char *hv_cli_bytes(double bytes, int raw, char *buf);

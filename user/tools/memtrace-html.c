@@ -233,9 +233,8 @@ int main(int argc, char **argv)
 		free(err);
 		return 1;
 	}
-	FILE *o = !output || strcmp(output, "-") == 0 ? stdout : fopen(output, "w");
+	FILE *o = hv_cli_open_output(PROG, output, "-o REPORT.html");
 	if (!o) {
-		fprintf(stderr, PROG ": %s: cannot write it\n", output);
 		hv_timeline_free(t);
 		return 1;
 	}
@@ -247,9 +246,5 @@ int main(int argc, char **argv)
 	fputs("</script>\n", o);
 	fputs(html_page_tail, o);
 	hv_timeline_free(t);
-	if (o != stdout && fclose(o) != 0) {
-		fprintf(stderr, PROG ": %s: write failed\n", output);
-		return 1;
-	}
-	return 0;
+	return hv_cli_close_output(PROG, o, output) < 0 ? 1 : 0;
 }

@@ -413,17 +413,10 @@ int main(int argc, char **argv)
 	if ((dir ? chart_from_dir(path, &opt, (int)top, group, &ch)
 		 : chart_from_trace(path, &opt, (int)top, group, (int)width, &ch)) < 0)
 		return 1;
-	FILE *o = !output || strcmp(output, "-") == 0 ? stdout : fopen(output, "w");
-	if (!o) {
-		fprintf(stderr, PROG ": %s: cannot write it\n", output);
-		return 1;
-	}
+	FILE *o = hv_cli_open_output(PROG, output, "-o OUT.svg");
+	if (!o) return 1;
 	char def[600];
 	snprintf(def, sizeof def, "live heap over time: %s", path);
 	draw(o, &ch, (int)width, (int)height, title ? title : def);
-	if (o != stdout && fclose(o) != 0) {
-		fprintf(stderr, PROG ": %s: write failed\n", output);
-		return 1;
-	}
-	return 0;
+	return hv_cli_close_output(PROG, o, output) < 0 ? 1 : 0;
 }

@@ -31,6 +31,8 @@ for src in "$TOP"/tests/fuzz/fuzz_*.c; do
 	elf) ordinary=$TARGETS/sites ;;
 	unwind) ordinary=$sample ;;
 	unwind_elf) ordinary=$TMP/stacks_deep.in ;;
+	protocol) ordinary=$TOP/tests/fuzz/regressions/protocol/locs-two-frames ;;
+	maps) ordinary=$TOP/tests/fuzz/regressions/maps/node-like-maps-and-perf-map ;;
 	*) ordinary= ;;
 	esac
 	if [ -s "$ordinary" ]; then replay "$name" "fuzz_replay_${name}_ordinary_input" "$ordinary"

@@ -7,6 +7,10 @@
 #               seeds: the test workloads, without their DWARF (it is not read there)
 #   unwind      a stack copy unwound against tests/targets/stacks_deep; seed: a real sample
 #   unwind_elf  the same with the object in the input (its .eh_frame, DWARF, symbols fuzzed)
+#   maps        the target's /proc/PID/maps and a JIT's perf map as the unwinder reads them;
+#               seed: a node-like maps text with a perf map (tests/fuzz/regressions/maps/)
+#   protocol    the daemon's checks of the parser's replies (PR_LOCS, PR_UNWIND); seeds: kept
+#               well-formed replies (tests/fuzz/regressions/protocol/)
 # Every target also starts from its kept findings (tests/fuzz/regressions/X/). Corpora go to
 # BUILD/fuzz/corpus-X, findings to BUILD/fuzz/artifacts/X-*, logs to BUILD/fuzz/X.log.
 # Prints one line per target (executions, coverage, finding or not); exit status 0 = no finding.

@@ -92,4 +92,12 @@ struct pr_unwind {
 	uint64_t codes[];             /* n codes, then the two files' bytes (no NUL) */
 };
 
+/* The daemon's checks of the parser's replies (protocol_check.c), from their bytes alone. */
+/* PR_LOCS well-formed? Then *strings: the bytes its strings take, NULs included. */
+bool pr_locs_check(const uint8_t *p, size_t len, size_t *strings);
+/* Copies a checked PR_LOCS's locations into locs[nlocs] and their strings into s. */
+void pr_locs_copy(const uint8_t *p, mt_location *locs, char *s);
+/* PR_UNWIND well-formed, with at most max_codes codes? */
+bool pr_unwind_check(const uint8_t *p, size_t len, int max_codes);
+
 #endif

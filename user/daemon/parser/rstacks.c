@@ -163,43 +163,15 @@ static struct loc_entry *find(const struct rstacks *r, uint64_t code)
 /* PR_LOCS: checked, copied into the cache. false if it is not well-formed. */
 static bool take_locs(struct rstacks *r, const uint8_t *p, size_t len)
 {
-	if (len < sizeof(struct pr_locs)) return false;
+	size_t strings;
+	if (!pr_locs_check(p, len, &strings)) return false;
 	const struct pr_locs *pl = (const void *)p;
-	if (pl->nlocs > PARSER_MAX_LOCS || !pl->code) return false;
-	size_t off = offsetof(struct pr_locs, data), strings = 0;
-	for (uint32_t i = 0; i < pl->nlocs; i++) {
-		struct pr_loc l;
-		if (len - off < sizeof l) return false;
-		memcpy(&l, p + off, sizeof l);
-		if (l.filename_len > PARSER_MAX_LOC_STRING || l.defname_len > PARSER_MAX_LOC_STRING)
-			return false;
-		size_t step = (sizeof l + l.filename_len + l.defname_len + 3) & ~(size_t)3;
-		if (len - off < step) return false;
-		strings += l.filename_len + l.defname_len + 2;
-		off += step;
-	}
 	if (find(r, pl->code)) return true; /* told twice: the first stays */
 	struct loc_entry *e = malloc(sizeof *e + pl->nlocs * sizeof(mt_location) + strings);
 	if (!e) return true;
 	e->code = pl->code;
 	e->n = (int)pl->nlocs;
-	char *s = (char *)(e->locs + pl->nlocs);
-	off = offsetof(struct pr_locs, data);
-	for (uint32_t i = 0; i < pl->nlocs; i++) {
-		struct pr_loc l;
-		memcpy(&l, p + off, sizeof l);
-		const char *src = (const char *)p + off + sizeof l;
-		e->locs[i] = (mt_location){.line = l.line, .start_char = l.start_char,
-					   .end_char = l.end_char, .filename = s};
-		memcpy(s, src, l.filename_len);
-		s[l.filename_len] = '\0';
-		s += l.filename_len + 1;
-		e->locs[i].defname = s;
-		memcpy(s, src + l.filename_len, l.defname_len);
-		s[l.defname_len] = '\0';
-		s += l.defname_len + 1;
-		off += (sizeof l + l.filename_len + l.defname_len + 3) & ~(size_t)3;
-	}
+	pr_locs_copy(p, e->locs, (char *)(e->locs + pl->nlocs));
 	if (r->nlocs >= 2 * r->nbuckets) grow(r);
 	size_t b = bucket_of(r, e->code);
 	e->next = r->buckets[b];
@@ -218,9 +190,7 @@ static int next_result(struct rstacks *r, int max_codes, uint32_t want)
 		if (t < 0) return -1;
 		if (t == PR_LOCS && take_locs(r, r->reply, len)) continue;
 		const struct pr_unwind *u = (const void *)r->reply;
-		if (t != PR_UNWIND || len < sizeof *u || u->n < 0 || u->n > max_codes ||
-		    u->file_len[0] >= PARSER_FILE_LEN || u->file_len[1] >= PARSER_FILE_LEN ||
-		    len != sizeof *u + (size_t)u->n * 8 + u->file_len[0] + u->file_len[1]) {
+		if (t != PR_UNWIND || !pr_unwind_check(r->reply, len, max_codes)) {
 			pchan_break(r->ch, "it sent a malformed unwind result");
 			return -1;
 		}

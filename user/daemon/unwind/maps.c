@@ -118,6 +118,12 @@ static uint64_t alias_of(const struct seen *kept, size_t nkept, const struct lin
 	return 0;
 }
 
+static int by_start(const void *a, const void *b)
+{
+	const struct maps_region *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
 char *maps_view_build(const char *text, struct maps_view *v)
 {
 	memset(v, 0, sizeof(*v));
@@ -192,7 +198,9 @@ char *maps_view_build(const char *text, struct maps_view *v)
 		maps_view_free(v);
 		return NULL;
 	}
-	return out; /* the lines come sorted by address: so do the regions */
+	/* the kernel's lines come sorted by address; other text (a test's, a fuzzer's) need not */
+	if (v->n > 1) qsort(v->r, v->n, sizeof *v->r, by_start);
+	return out;
 }
 
 const struct maps_region *maps_view_find(const struct maps_view *v, uint64_t pc)

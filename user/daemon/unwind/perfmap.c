@@ -40,12 +40,13 @@ bool perfmap_parse(struct perfmap *m, const char *text)
 		size_t len = nl ? (size_t)(nl - s) : strlen(s);
 		const char *next = nl ? nl + 1 : s + len;
 		char *end;
+		/* (strtoull skips blanks, newlines too: every end is checked against the line's) */
 		uint64_t start = strtoull(s, &end, 16), size;
-		if (end == s || *end != ' ')
+		if (end == s || end >= s + len || *end != ' ')
 			goto skip;
 		const char *p = end;
 		size = strtoull(p, &end, 16);
-		if (end == p || *end != ' ' || size == 0 || start + size < start)
+		if (end == p || end >= s + len || *end != ' ' || size == 0 || start + size < start)
 			goto skip;
 		const char *name = end + 1;
 		size_t name_len = (size_t)(s + len - name);
@@ -76,7 +77,8 @@ bool perfmap_parse(struct perfmap *m, const char *text)
 	skip:
 		s = next;
 	}
-	qsort(e, n, sizeof(*e), by_start);
+	if (n > 1) /* (no array to sort when empty) */
+		qsort(e, n, sizeof(*e), by_start);
 	free(m->e);
 	free(m->names);
 	m->e = e;

@@ -12,6 +12,7 @@
  * kept here too, with the name the program gave it ([anon:NAME]), so that its frames are named
  * as JIT code and not taken for a library loaded since the mappings were read. */
 #include "maps.h"
+#include "by_start.h"
 #include "u64map.h"
 
 #include <fcntl.h>
@@ -205,14 +206,7 @@ char *maps_view_build(const char *text, struct maps_view *v)
 
 const struct maps_region *maps_view_find(const struct maps_view *v, uint64_t pc)
 {
-	size_t lo = 0, hi = v->n;
-	while (lo < hi) { /* the first region starting above pc */
-		size_t mid = lo + (hi - lo) / 2;
-		if (v->r[mid].start <= pc)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = starting_at_or_below(v->r, v->n, sizeof *v->r, offsetof(struct maps_region, start), pc);
 	return lo > 0 && pc < v->r[lo - 1].end ? &v->r[lo - 1] : NULL;
 }
 

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "by_start.h"
 #include "maps.h"
 
 #define MAX_BYTES (64u << 20)
@@ -93,14 +94,7 @@ oom:
 
 const char *perfmap_find(const struct perfmap *m, uint64_t pc, uint64_t *start)
 {
-	size_t lo = 0, hi = m->n;
-	while (lo < hi) { /* the first entry starting above pc */
-		size_t mid = lo + (hi - lo) / 2;
-		if (m->e[mid].start <= pc)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = starting_at_or_below(m->e, m->n, sizeof *m->e, offsetof(struct perfmap_entry, start), pc);
 	/* code is moved and its space reused: of the entries holding pc, the last written */
 	const struct perfmap_entry *best = NULL;
 	for (size_t i = lo, k = 0; i-- > 0 && k < 64; k++)

@@ -4,6 +4,7 @@
  * frames were named libLLVM-14.so.1+0x... The index is built once per object from the same
  * table (dwfl_module_getsym_info: .symtab, else .dynsym, plus MiniDebugInfo), in O(n log n). */
 #include "symindex.h"
+#include "by_start.h"
 
 #include <gelf.h>
 #include <stdlib.h>
@@ -68,14 +69,7 @@ void symindex_build(struct symindex *x, Dwfl_Module *mod)
 
 const char *symindex_find(const struct symindex *x, uint64_t pc)
 {
-	size_t lo = 0, hi = x->n;
-	while (lo < hi) { /* the first symbol starting above pc */
-		size_t mid = lo + (hi - lo) / 2;
-		if (x->e[mid].start <= pc)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = starting_at_or_below(x->e, x->n, sizeof *x->e, offsetof(struct symindex_entry, start), pc);
 	/* groups of one address, the nearest first; in a group the global name comes first. The
 	 * first sized symbol holding pc wins (a sized one further down may still hold it: a
 	 * function around a local label); else the nearest sizeless one. */

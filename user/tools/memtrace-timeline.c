@@ -43,6 +43,19 @@ struct chart {
 	int have_peak;
 };
 
+static void chart_free(struct chart *c)
+{
+	for (int k = 0; k < c->nseries; k++) {
+		if (c->label) free(c->label[k]);
+		if (c->where) free(c->where[k]);
+		if (c->v) free(c->v[k]);
+	}
+	free(c->label);
+	free(c->where);
+	free(c->v);
+	free(c->t);
+}
+
 static void xml(FILE *o, const char *s)
 {
 	for (; *s; s++) {
@@ -265,7 +278,6 @@ static int chart_from_dir(const char *dir, const hv_options *opt, int top, enum 
 			continue;
 		}
 		hv_apply_wrappers(h, NULL, 0, 0, NULL);
-		s[good].path = s[i].path;
 		s[good].t = snapshot_time(hv_info(h));
 		hv_rows rows;
 		if (hv_group_rows(h, g, 1, &rows) == 0) {
@@ -352,6 +364,26 @@ static int chart_from_dir(const char *dir, const hv_options *opt, int top, enum 
 			c->have_peak = 1;
 		}
 	}
+	/* the names of the sites shown went to the chart; the rest goes */
+	for (size_t q = 0; q < nkeys; q++) {
+		int shown_q = 0;
+		for (int r = 0; r < shown; r++) shown_q |= korder[r] == q;
+		if (!shown_q) {
+			free(labels[q]);
+			free(wheres[q]);
+		}
+		free(keys[q]);
+		free(vals[q]);
+	}
+	for (size_t i = 0; i < n; i++) free(s[i].path);
+	free(keys);
+	free(labels);
+	free(wheres);
+	free(vals);
+	free(maxv);
+	free(order);
+	free(korder);
+	free(s);
 	return 0;
 }
 
@@ -418,5 +450,6 @@ int main(int argc, char **argv)
 	char def[600];
 	snprintf(def, sizeof def, "live heap over time: %s", path);
 	draw(o, &ch, (int)width, (int)height, title ? title : def);
+	chart_free(&ch);
 	return hv_cli_close_output(PROG, o, output) < 0 ? 1 : 0;
 }

@@ -72,6 +72,29 @@ if [ "$rc" = 3 ] && "$DUMP" "$TMP/live.ctf" >"$TMP/live.dump" 2>"$TMP/live.dump.
 	grep -q 'sites.c:[0-9]' "$TMP/live.dump"; then pass privsep_trace_unwound_by_parser
 else fail privsep_trace_unwound_by_parser "exit $rc; $(tail -n 2 "$TMP/live.err" "$TMP/live.dump.err" | tr '\n' ' ')"; fi
 
+# ---- the same confinement with --inject and with --follow-forks (issue 23: every mode)
+for mode in inject forks; do
+	opt=--inject=required
+	[ $mode = forks ] && opt=--follow-forks
+	rm -rf "$TMP/wm"
+	mkdir -p "$TMP/wm"
+	"$MT" $opt -o "$TMP/$mode-%p.ctf" --rate 1e-2 -- "$SITES" wait "$TMP/wm" >/dev/null 2>"$TMP/$mode.err" &
+	m=$!
+	ok=
+	if wait_file "$TMP/wm/ready" && sleep 0.3; then
+		for c in $(ps -o pid= --ppid "$m"); do
+			st=/proc/$c/status
+			[ "$(awk '/^Uid:/ { print $2 }' "$st" 2>/dev/null)" = 65534 ] || continue
+			grep -q '^Seccomp:[[:space:]]*2' "$st" && grep -q '^CapEff:[[:space:]]*0*$' "$st" &&
+				grep -q '^NoNewPrivs:[[:space:]]*1' "$st" && ok=1
+		done
+	fi
+	touch "$TMP/wm/stop"
+	wait "$m"
+	if [ -n "$ok" ]; then pass "privsep_parser_confined_with_$mode"
+	else fail "privsep_parser_confined_with_$mode" "no confined parser found: $(tail -n 2 "$TMP/$mode.err" | tr '\n' ' ')"; fi
+done
+
 # ---- what the broker lets it open (a test-only hook tries the paths once confined)
 probe="/etc/shadow:/etc/passwd:/proc/1/maps:/proc/1/mem:/proc/self/environ:/proc/1/root/etc/shadow:$SITES:/etc/ld.so.cache:/dev/mem"
 MEMTRACED_TEST_PARSER_OPEN=$probe "$MT" -o "$TMP/open.ctf" -- /bin/true 2>"$TMP/open.err"

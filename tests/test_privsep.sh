@@ -51,6 +51,8 @@ if wait_file "$TMP/w/ready" && sleep 0.5; then
 			grep -q '^Seccomp:[[:space:]]*2' "$t/status" && grep -q '^CapEff:[[:space:]]*0*$' "$t/status" || bad=$((bad + 1))
 		done
 		check privsep_all_threads_confined test "$bad" = 0
+		# a fresh image (memtraced --parser), not a fork holding a copy of the daemon's memory
+		check privsep_parser_is_a_fresh_image test "$(tr '\0' ' ' <"/proc/$parser/cmdline")" = "memtraced-parse --parser $mt "
 	else
 		fail privsep_parser_found "no child of memtraced (PID $mt) runs as nobody: $(ps -o pid=,user=,comm= --ppid "$mt" | tr '\n' ' ')"
 	fi

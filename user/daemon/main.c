@@ -394,6 +394,13 @@ static int parse_and_check(int argc, char **argv, struct cli_opts *o, struct sta
 
 int main(int argc, char **argv)
 {
+	/* the unprivileged parser: this binary re-executed by parser_start */
+	if (argc == 3 && strcmp(argv[1], PARSER_ARG) == 0) {
+		char *end;
+		long daemon = strtol(argv[2], &end, 10);
+		if (*end || daemon <= 1) return 2;
+		parser_serve(PARSER_CTL_FD, (pid_t)daemon);
+	}
 	static struct cli_opts o;
 	struct status_view *view = NULL;
 	int rc = parse_and_check(argc, argv, &o, &view);

@@ -181,9 +181,15 @@ int parser_start(char *err, size_t errlen)
 		return -1;
 	}
 	if (pid == 0) {
-		close(sv[0]);
-		parser_serve(sv[1], daemon);
-		_exit(0);
+		/* A fresh image (memtraced --parser): the parser holds no copy of the daemon's
+		 * memory, and its address space is laid out anew. Its control socket is fd 3. */
+		if (sv[1] == PARSER_CTL_FD) fcntl(sv[1], F_SETFD, 0);
+		else if (dup2(sv[1], PARSER_CTL_FD) < 0) _exit(127);
+		char dpid[24];
+		snprintf(dpid, sizeof dpid, "%d", (int)daemon);
+		char *args[] = {(char *)"memtraced-parse", (char *)PARSER_ARG, dpid, NULL};
+		execve("/proc/self/exe", args, environ);
+		_exit(127);
 	}
 	close(sv[1]);
 	P.pid = pid;

@@ -16,7 +16,7 @@
 #include "parser/shm_ring.h"
 #include "sites/allocsyms.h"
 
-/* Forks and confines the parser and starts the broker. Call it while single-threaded.
+/* Forks and re-executes the parser (it confines itself) and starts the broker. Call it while single-threaded.
  * 0, or -1 with a message. */
 int parser_start(char *err, size_t errlen);
 bool parser_started(void);
@@ -58,7 +58,10 @@ int psites_for_exec(const char *exe, pid_t pid, struct alloc_sites *out, char *e
 int psites_added(pid_t pid, const struct alloc_sites *have, struct alloc_sites *added,
 		 char *err, size_t errlen);
 
-/* The parser's side (parser_serve.c): runs in the forked child, never returns. */
+/* The parser's side (parser_serve.c): memtraced re-executed as `memtraced --parser DAEMON_PID`
+ * with its control socket on fd PARSER_CTL_FD; never returns. */
+#define PARSER_ARG "--parser"
+#define PARSER_CTL_FD 3
 void parser_serve(int ctl_fd, pid_t daemon);
 
 #endif

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "with_parser.h"
 #include "inject/inject.h"
 
 static char probe[PATH_MAX], tmpdir[64];
@@ -368,19 +369,20 @@ static void test_refusals(const char *exe, const char *static_exe, const char *n
 	uint16_t em_aarch64 = 183;
 	bool patched = fd >= 0 && pwrite(fd, &em_aarch64, 2, 18) == 2; /* e_machine */
 	if (fd >= 0) close(fd);
-	int rc = inject_check_exe(fake, err, sizeof(err));
+	int rc = inject_check_exe(getpid(), fake, err, sizeof(err));
 	CHECKF("inject_refuses_foreign_arch", patched && rc != 0 && strstr(err, "x86-64"),
 	       "rc %d: %s", rc, err);
-	rc = inject_check_exe(exe, err, sizeof(err));
+	rc = inject_check_exe(getpid(), exe, err, sizeof(err));
 	CHECKF("inject_accepts_dynamic_x86_64", rc == 0, "%s", err);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	if (geteuid() != 0) {
 		printf("SKIP inject: needs root (ptrace of other processes, /proc/PID/mem)\n");
 		return 0;
 	}
+	with_parser(argc, argv); /* it reads the targets' files for the daemon */
 	char exe[PATH_MAX], static_exe[PATH_MAX], nolibc_exe[PATH_MAX], rel[PATH_MAX];
 	snprintf(rel, sizeof(rel), "%s/tests/plugins/inject_probe.so", build_dir());
 	if (!realpath(rel, probe)) {

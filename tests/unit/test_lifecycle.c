@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "with_parser.h"
 #include "cli.h"
 #include "process/lifecycle.h"
 
@@ -172,8 +173,9 @@ static void run_watcher(const char *prefix, bool proc_mode, bool watch)
 	}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	with_parser(argc, argv); /* it finds _dl_debug_state for the BPF watcher's dlopen watch */
 	test_exec_names();
 	test_cli();
 	test_sites_added();

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "elf/elfobj.h"
-#include "elf/usdt_notes.h"
+#include "elf/objfacts.h"
+#include "parser/parser.h"
 #include "sampler_ctl.h"
 
 #define MAX_OBJECTS 512
@@ -36,14 +36,14 @@ int carried_sampler_find(pid_t pid, char *path, size_t pathlen)
 		if (nseen < MAX_OBJECTS) snprintf(seen[nseen++], sizeof seen[0], "%.255s", file);
 		char in_root[4700];
 		snprintf(in_root, sizeof in_root, "/proc/%d/root%s", (int)pid, file);
-		struct elfobj o;
+		struct elf_facts facts;
 		char err[256];
-		if (elfobj_open(&o, in_root, err, sizeof err) != 0) continue;
-		if (elfobj_has_usdt(&o, "otel_memory", "alloc") && strlen(in_root) < pathlen) {
+		/* its notes are read by the parser */
+		if (pfacts_of(pid, in_root, NULL, &facts, err, sizeof err) != 0) continue;
+		if (facts.has_otel_usdt && strlen(in_root) < pathlen) {
 			snprintf(path, pathlen, "%s", in_root);
 			found = 0;
 		}
-		elfobj_close(&o);
 	}
 	fclose(f);
 	return found;

@@ -1,18 +1,20 @@
 /* Finding functions in a running process: its link map (r_debug, reached through the
  * executable's DT_DEBUG, as sites/allocsyms.c reads it) lists the loaded objects in load order,
- * with their load bias; each object's .dynsym is read from its file with libelf (elfobj_open
- * from elf/elfobj.h). The first default-version definition in load order is the one a
+ * with their load bias; each object's .dynsym is read from its file by the parser
+ * (pfacts_of: the daemon parses no file of a target). The first default-version definition in load order is the one a
  * program's own call binds to. */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "elf/elfobj.h"
+#include "elf/objfacts.h"
 #include "inject_int.h"
+#include "parser/parser.h"
 
 void inject_err(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -80,39 +82,6 @@ static int mapped_file(pid_t pid, uint64_t addr, char *path, size_t len)
 }
 
 /* The default-version definition of name in o's .dynsym (st_value, unrelocated). */
-static int dynsym_lookup(const struct elfobj *o, const char *name, uint64_t *value)
-{
-	Elf_Scn *scn = NULL, *dynsym = NULL;
-	Elf_Data *versym = NULL;
-	GElf_Shdr sh;
-	while ((scn = elf_nextscn(o->elf, scn))) {
-		if (!gelf_getshdr(scn, &sh)) continue;
-		if (sh.sh_type == SHT_DYNSYM) dynsym = scn;
-		else if (sh.sh_type == SHT_GNU_versym) versym = elf_getdata(scn, NULL);
-	}
-	if (!dynsym || !gelf_getshdr(dynsym, &sh) || !sh.sh_entsize) return -1;
-	Elf_Data *data = elf_getdata(dynsym, NULL);
-	if (!data) return -1;
-	for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
-		GElf_Sym sym;
-		if (!gelf_getsym(data, i, &sym)) break;
-		if (sym.st_shndx == SHN_UNDEF || !sym.st_value) continue;
-		int type = GELF_ST_TYPE(sym.st_info), bind = GELF_ST_BIND(sym.st_info);
-		/* an ifunc's value is its resolver, not the function: not callable as is */
-		if (type != STT_FUNC) continue;
-		if (bind != STB_GLOBAL && bind != STB_WEAK) continue;
-		const char *s = elf_strptr(o->elf, sh.sh_link, sym.st_name);
-		if (!s || strcmp(s, name) != 0) continue;
-		GElf_Versym vs;
-		/* hidden (non-default) versions only bind to references asking for them */
-		if (versym && gelf_getversym(versym, i, &vs) && ((vs & 0x8000) || (vs & 0x7fff) == 0))
-			continue;
-		*value = sym.st_value;
-		return 0;
-	}
-	return -1;
-}
-
 int inject_find_symbol(pid_t pid, const char *name, uint64_t *addr, char *where,
                        size_t wherelen, char *err, size_t errlen)
 {
@@ -166,15 +135,13 @@ int inject_find_symbol(pid_t pid, const char *name, uint64_t *addr, char *where,
 		if (mapped_file(pid, e[2], file, sizeof(file)) != 0 || !file[0]) continue;
 		/* through the target's root: right in another mount namespace too */
 		snprintf(open_path, sizeof(open_path), "/proc/%d/root%s", (int)pid, file);
-		struct elfobj o;
+		struct elf_facts facts;
 		char oerr[256];
-		if (elfobj_open(&o, open_path, oerr, sizeof(oerr)) != 0) continue;
+		/* its .dynsym is read by the parser: the daemon parses no file of a target */
+		if (pfacts_of(pid, open_path, name, &facts, oerr, sizeof(oerr)) != 0) continue;
 		objects++;
-		uint64_t value;
-		int found = dynsym_lookup(&o, name, &value);
-		elfobj_close(&o);
-		if (found == 0) {
-			*addr = e[0] + value;
+		if (facts.sym_found) {
+			*addr = e[0] + facts.sym_value;
 			if (where) snprintf(where, wherelen, "%s", file);
 			rc = 0;
 			break;

@@ -8,21 +8,20 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "elf/elfobj.h"
+#include "elf/objfacts.h"
 #include "inject_int.h"
+#include "parser/parser.h"
 
-int inject_check_exe(const char *path, char *err, size_t errlen)
+int inject_check_exe(pid_t pid, const char *path, char *err, size_t errlen)
 {
-	struct elfobj o;
+	struct elf_facts f;
 	char oerr[512];
-	if (elfobj_open(&o, path, oerr, sizeof(oerr)) != 0) {
-		/* elfobj_open refuses everything but 64-bit x86-64 ELF */
+	/* read by the parser: only a 64-bit x86-64 ELF file has facts */
+	if (pfacts_of(pid, path, NULL, &f, oerr, sizeof(oerr)) != 0 || !f.elf_x86_64) {
 		inject_err(err, errlen, "%s: cannot inject: our calls are x86-64 code", oerr);
 		return -1;
 	}
-	bool dynamic = o.has_interp;
-	elfobj_close(&o);
-	if (!dynamic) {
+	if (!f.has_interp) {
 		inject_err(err, errlen, "%s is statically linked: no dynamic linker, no dlopen to load "
 		           "a library with", path);
 		return -1;
@@ -104,7 +103,7 @@ int inject_check_target(pid_t pid, char *err, size_t errlen)
 		           strerror(errno));
 		return -1;
 	}
-	return inject_check_exe(exe, err, errlen);
+	return inject_check_exe(pid, exe, err, errlen);
 }
 
 /* System calls that return a bare -EINTR when the thread is merely woken (signal_pending

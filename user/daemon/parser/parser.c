@@ -379,11 +379,31 @@ bad:
 	return -1;
 }
 
+/* One request on the one-shot channel (allocator discovery, object facts), its reply of
+ * exactly rlen bytes and type rtype into r. 0, or -1 with a message (the parser is gone). */
+int parser_rpc(uint32_t type, const void *q, size_t qlen, uint32_t rtype, void *r, size_t rlen,
+	       char *err, size_t errlen)
+{
+	pthread_mutex_lock(&sites_lock);
+	int rc = -1;
+	size_t len = 0;
+	if (!sites_chan && !(sites_chan = pchan_open(err, errlen))) goto out;
+	if (pchan_send(sites_chan, type, q, qlen, NULL, 0) < 0 ||
+	    pchan_recv(sites_chan, r, rlen, &len, 1) != (int)rtype || len != rlen) {
+		if (!sites_chan->broken) kill_parser("it broke the protocol, and was killed");
+		snprintf(err, errlen, "the parser is gone: %s", parser_gone() ? P.gone : "?");
+		goto out;
+	}
+	rc = 0;
+out:
+	pthread_mutex_unlock(&sites_lock);
+	return rc;
+}
+
 static int sites_rpc(uint32_t type, pid_t pid, const char *exe, const struct alloc_sites *have,
 		     struct alloc_sites *out, char *err, size_t errlen)
 {
 	parser_allow_pid(pid);
-	pthread_mutex_lock(&sites_lock);
 	int rc = -1;
 	struct pq_sites *q = calloc(1, sizeof *q);
 	struct pr_sites *r = calloc(1, sizeof *r);
@@ -391,17 +411,10 @@ static int sites_rpc(uint32_t type, pid_t pid, const char *exe, const struct all
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	if (!sites_chan && !(sites_chan = pchan_open(err, errlen))) goto out;
 	q->pid = pid;
 	if (exe) snprintf(q->exe, sizeof q->exe, "%s", exe);
 	if (have) q->have = *have;
-	size_t len = 0;
-	if (pchan_send(sites_chan, type, q, sizeof *q, NULL, 0) < 0 ||
-	    pchan_recv(sites_chan, r, sizeof *r, &len, 1) != PR_SITES || len != sizeof *r) {
-		if (!sites_chan->broken) kill_parser("it broke the protocol, and was killed");
-		snprintf(err, errlen, "the parser is gone: %s", parser_gone() ? P.gone : "?");
-		goto out;
-	}
+	if (parser_rpc(type, q, sizeof *q, PR_SITES, r, sizeof *r, err, errlen) < 0) goto out;
 	r->err[sizeof r->err - 1] = '\0';
 	if (r->rc < 0) {
 		snprintf(err, errlen, "%s", r->err);
@@ -411,7 +424,6 @@ static int sites_rpc(uint32_t type, pid_t pid, const char *exe, const struct all
 	*out = r->sites;
 	rc = 0;
 out:
-	pthread_mutex_unlock(&sites_lock);
 	free(q);
 	free(r);
 	return rc;

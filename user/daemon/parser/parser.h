@@ -58,6 +58,17 @@ int psites_for_exec(const char *exe, pid_t pid, struct alloc_sites *out, char *e
 int psites_added(pid_t pid, const struct alloc_sites *have, struct alloc_sites *added,
 		 char *err, size_t errlen);
 
+/* One request and its reply (exactly rlen bytes of type rtype) on the daemon's one-shot
+ * channel; the caller checks what the reply says. 0, or -1 with a message. */
+int parser_rpc(uint32_t type, const void *q, size_t qlen, uint32_t rtype, void *r, size_t rlen,
+	       char *err, size_t errlen);
+
+/* The facts of an object file of process pid (elf/objfacts.h), found by the parser: 0, or -1
+ * with a message (no such file, not x86-64 ELF, the parser is gone). */
+struct elf_facts;
+int pfacts_of(pid_t pid, const char *path, const char *symbol, struct elf_facts *f,
+	      char *err, size_t errlen);
+
 /* The parser's side (parser_serve.c): memtraced re-executed as `memtraced --parser DAEMON_PID`
  * with its control socket on fd PARSER_CTL_FD; never returns. */
 #define PARSER_ARG "--parser"

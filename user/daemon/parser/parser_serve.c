@@ -70,6 +70,20 @@ static void reply_sites(struct chan *c, uint32_t type, const struct shm_msg *m)
 	shm_ring_commit(&c->res, r);
 }
 
+static void reply_facts(struct chan *c, const struct shm_msg *m)
+{
+	if (m->len != sizeof(struct pq_facts)) _exit(3);
+	const struct pq_facts *q = (const void *)m->payload;
+	char path[PARSER_FILE_LEN], symbol[sizeof q->symbol];
+	snprintf(path, sizeof path, "%s", q->path);
+	snprintf(symbol, sizeof symbol, "%s", q->symbol);
+	struct shm_msg *r = reserve(c, PR_FACTS, sizeof(struct pr_facts));
+	struct pr_facts *f = (void *)r->payload;
+	memset(f, 0, sizeof *f);
+	f->rc = elf_facts_of(path, symbol, &f->facts, f->err, sizeof f->err);
+	shm_ring_commit(&c->res, r);
+}
+
 static void reply_open(struct chan *c, const struct shm_msg *m)
 {
 	if (m->len != sizeof(struct pq_open)) _exit(3);
@@ -187,6 +201,7 @@ static void *serve_channel(void *arg)
 		case PQ_SITES_PID: case PQ_SITES_EXEC: case PQ_SITES_ADDED:
 			reply_sites(c, m->type, m);
 			break;
+		case PQ_FACTS: reply_facts(c, m); break;
 		case PQ_OPEN: reply_open(c, m); break;
 		case PQ_UNWIND: reply_unwind(c, m); break;
 		case PQ_REFRESH: if (c->st) stacks_refresh(c->st); break;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "elf/objfacts.h"
 #include "sites/allocsyms.h"
 #include "unwind/stacks.h"
 
@@ -27,11 +28,13 @@ enum parser_msg {
 	PQ_UNWIND,          /* struct pq_unwind + stack bytes -> PR_LOCS..., PR_UNWIND */
 	PQ_REFRESH,         /* no payload */
 	PQ_FINAL_MAPS,      /* struct pq_final_maps + text: in parts, the last one says so */
+	PQ_FACTS,           /* struct pq_facts -> PR_FACTS */
 	/* replies */
 	PR_SITES = 100,     /* struct pr_sites */
 	PR_OPENED,          /* struct pr_opened */
 	PR_LOCS,            /* struct pr_locs + locations: a code the daemon has not been told of */
 	PR_UNWIND,          /* struct pr_unwind + codes */
+	PR_FACTS,           /* struct pr_facts */
 };
 
 struct pq_sites {
@@ -44,6 +47,19 @@ struct pr_sites {
 	int rc;
 	char err[1024];
 	struct alloc_sites sites;
+};
+
+/* An object's facts (elf/objfacts.h): a file of process pid, a symbol to find in it. */
+struct pq_facts {
+	pid_t pid;
+	char path[PARSER_FILE_LEN];
+	char symbol[128];
+};
+
+struct pr_facts {
+	int rc;
+	char err[256];
+	struct elf_facts facts;
 };
 
 /* A channel serves one process's unwinder (PQ_OPEN once, then the others) or the allocator

@@ -14,6 +14,8 @@
 
 #include "lifecycle.skel.h"
 #include "common/msg.h"
+#include "elf/objfacts.h"
+#include "parser/parser.h"
 
 #define MAX_WATCHED 4096
 #define FALLBACK_PERIOD_NS 200000000ULL /* /proc checks at most every 200 ms */
@@ -204,10 +206,19 @@ static int attach_dl(struct lifecycle *lc, struct watched *w, char *note, size_t
 	w->dl_link = NULL;
 	w->dl_dev = known ? st.st_dev : 0;
 	w->dl_ino = known ? st.st_ino : 0;
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = "_dl_debug_state");
+	/* the parser finds the function in ld.so's file (libbpf would parse it here, as root);
+	 * its answer is only used inside the file */
+	struct elf_facts facts;
+	char ferr[256] = "";
+	if (pfacts_of(w->pid, ldso, "_dl_debug_state", &facts, ferr, sizeof ferr) != 0 ||
+	    !facts.sym_found || !known || facts.sym_offset >= (uint64_t)st.st_size) {
+		snprintf(note, notelen, "cannot find _dl_debug_state in %s (%s): dlopen not followed "
+			 "for PID %d", ldso, ferr[0] ? ferr : "no such function", (int)w->pid);
+		return 0;
+	}
 	libbpf_print_fn_t old = libbpf_set_print(quiet_libbpf);
 	w->dl_link = bpf_program__attach_uprobe_opts(lc->skel->progs.on_dl_debug_state, w->pid,
-						     ldso, 0, &uo);
+						     ldso, facts.sym_offset, NULL);
 	int e = errno;
 	libbpf_set_print(old);
 	if (!w->dl_link)

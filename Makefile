@@ -4,9 +4,14 @@
 # Layout (sources are picked up by pattern, so adding a file needs no Makefile change):
 #   user/format/*.c   -> build/libmemtrace.a   the memtrace format library (pure C, no BPF)
 #   user/tools/X.c    -> build/bin/X           trace tools (link libmemtrace.a only)
-#   user/daemon/*.c and user/daemon/ROOM/*.c
-#                     -> build/bin/memtraced   the tracer (main.c has main(); the rest is
-#                                              build/libmemtraced.a, also linked by unit tests);
+#   user/daemon/core/*.c and core/ROOM/*.c (+ shared/)
+#                     -> build/bin/memtraced   the privileged tracer (core/main.c has main())
+#   user/daemon/parse/*.c and parse/ROOM/*.c (+ shared/)
+#                     -> build/bin/memtraced-parse  the unprivileged parser it starts
+#                                              (parse/main.c); each side sees only its own
+#                                              rooms and shared/ (-I), so neither can include
+#                                              the other's headers. Both, less the two mains,
+#                                              are build/libmemtraced.a, linked by unit tests;
 #                                              includes name the room: "sites/allocsyms.h"
 #   bpf/X.bpf.c       -> build/bpf/X.bpf.o + build/include/X.skel.h
 #   tests/unit/test_X.c   -> build/tests/unit/test_X
@@ -26,9 +31,11 @@ MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null || echo x86_64-linux-gnu
 
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=gnu11 $(WARN) -D_GNU_SOURCE -Iinclude -Iuser/format -Iuser/daemon -I$(BUILD)/include
+CFLAGS   += -std=gnu11 $(WARN) -D_GNU_SOURCE -Iinclude -Iuser/format -I$(BUILD)/include
 LDLIBS_FMT    := -lz -lm
 LDLIBS_DAEMON := -lbpf -ldw -lelf -liberty -lcapstone -lseccomp -ldebuginfod -lz -lm -lpthread
+LDLIBS_CORE   := -lbpf -lelf -lseccomp -ldebuginfod -lz -lm -lpthread
+LDLIBS_PARSE  := -ldw -lelf -liberty -lcapstone -lseccomp -lz -lm -lpthread
 
 ifeq ($(SANITIZE),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -40,8 +47,17 @@ FMT_SRCS    := $(wildcard user/format/*.c)
 FMT_OBJS    := $(FMT_SRCS:%.c=$(BUILD)/obj/%.o)
 TOOL_SRCS   := $(wildcard user/tools/*.c)
 TOOLS       := $(TOOL_SRCS:user/tools/%.c=$(BUILD)/bin/%)
-DAEMON_SRCS := $(filter-out user/daemon/main.c,$(wildcard user/daemon/*.c user/daemon/*/*.c))
+CORE_SRCS   := $(filter-out user/daemon/core/main.c,$(wildcard user/daemon/core/*.c user/daemon/core/*/*.c))
+PARSE_SRCS  := $(filter-out user/daemon/parse/main.c,$(wildcard user/daemon/parse/*.c user/daemon/parse/*/*.c))
+SHARED_SRCS := $(wildcard user/daemon/shared/*/*.c)
+DAEMON_SRCS := $(CORE_SRCS) $(PARSE_SRCS) $(SHARED_SRCS)
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/obj/%.o)
+DAEMON_HDRS := $(wildcard user/daemon/*/*.h user/daemon/*/*/*.h)
+# What a daemon source may include: its own side's rooms and shared/; tests see all.
+DAEMON_INC   = -Iuser/daemon/core -Iuser/daemon/parse -Iuser/daemon/shared
+side_inc     = $(if $(findstring daemon/core/,$(1)),-Iuser/daemon/core -Iuser/daemon/shared,$\
+               $(if $(findstring daemon/parse/,$(1)),-Iuser/daemon/parse -Iuser/daemon/shared,$\
+               $(if $(findstring daemon/shared/,$(1)),-Iuser/daemon/shared,$(DAEMON_INC))))
 BPF_SRCS    := $(wildcard bpf/*.bpf.c)
 BPF_OBJS    := $(BPF_SRCS:bpf/%.bpf.c=$(BUILD)/bpf/%.bpf.o)
 SKELS       := $(BPF_SRCS:bpf/%.bpf.c=$(BUILD)/include/%.skel.h)
@@ -51,17 +67,17 @@ TARGET_SRCS := $(wildcard tests/targets/*.c)
 TARGETS     := $(TARGET_SRCS:tests/targets/%.c=$(BUILD)/tests/targets/%)
 FUZZ_SRCS   := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZERS     := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
-HAVE_DAEMON := $(wildcard user/daemon/main.c)
-MEMTRACED   := $(if $(HAVE_DAEMON),$(BUILD)/bin/memtraced)
+HAVE_DAEMON := $(wildcard user/daemon/core/main.c)
+MEMTRACED   := $(if $(HAVE_DAEMON),$(BUILD)/bin/memtraced $(BUILD)/bin/memtraced-parse)
 
 .PHONY: all test fuzz bench demo deps install clean
 # Keep intermediate files (BPF objects, skeletons, objects): no rebuild on every make.
 .SECONDARY:
 all: $(BUILD)/libmemtrace.a $(TOOLS) $(MEMTRACED) $(UNITS) $(TARGETS)
 
-$(BUILD)/obj/%.o: %.c $(SKELS) $(wildcard include/*.h user/format/*.h user/daemon/*.h user/daemon/*/*.h)
+$(BUILD)/obj/%.o: %.c $(SKELS) $(wildcard include/*.h user/format/*.h) $(DAEMON_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(call side_inc,$<) -c $< -o $@
 
 $(BUILD)/libmemtrace.a: $(FMT_OBJS)
 	@mkdir -p $(dir $@)
@@ -75,9 +91,13 @@ $(BUILD)/bin/%: $(BUILD)/obj/user/tools/%.o $(BUILD)/libmemtrace.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_FMT)
 
-$(BUILD)/bin/memtraced: $(BUILD)/obj/user/daemon/main.o $(BUILD)/libmemtraced.a $(BUILD)/libmemtrace.a
+# The two programs link their own side's objects and shared/ only (tests/test_layout.sh).
+$(BUILD)/bin/memtraced: $(BUILD)/obj/user/daemon/core/main.o $(CORE_SRCS:%.c=$(BUILD)/obj/%.o) $(SHARED_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/libmemtrace.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_DAEMON)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_CORE)
+$(BUILD)/bin/memtraced-parse: $(BUILD)/obj/user/daemon/parse/main.o $(PARSE_SRCS:%.c=$(BUILD)/obj/%.o) $(SHARED_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/libmemtrace.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_PARSE)
 
 # BPF objects: CO-RE against the vmlinux.h in vmlinux/, then a libbpf skeleton.
 $(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(wildcard include/*.h bpf/*.h) vmlinux/vmlinux.h
@@ -90,7 +110,7 @@ $(BUILD)/include/%.skel.h: $(BUILD)/bpf/%.bpf.o
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(BUILD)/libmemtraced.a $(BUILD)/libmemtrace.a $(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/unit $(LDFLAGS) $< $(BUILD)/libmemtraced.a $(BUILD)/libmemtrace.a -o $@ $(LDLIBS_DAEMON)
+	$(CC) $(CFLAGS) $(DAEMON_INC) -Itests/unit $(LDFLAGS) $< $(BUILD)/libmemtraced.a $(BUILD)/libmemtrace.a -o $@ $(LDLIBS_DAEMON)
 
 # Test workloads are built like a typical distro binary: -O2, no frame pointers, with DWARF.
 $(BUILD)/tests/targets/%: tests/targets/%.c
@@ -144,14 +164,14 @@ $(BUILD)/tests/targets/alloc_workload_static: tests/targets/alloc_workload.cc
 # compiled with the fuzzer's coverage and ASan/UBSan into BUILD/fuzz/obj (the system libraries,
 # libelf, libdw, capstone, are not instrumented). The linker takes only the objects a target uses.
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
-               -std=gnu11 -D_GNU_SOURCE -Iinclude -Iuser/format -Iuser/daemon -I$(BUILD)/include
-$(BUILD)/fuzz/obj/%.o: %.c $(SKELS) $(wildcard include/*.h user/format/*.h user/daemon/*.h user/daemon/*/*.h)
+               -std=gnu11 -D_GNU_SOURCE -Iinclude -Iuser/format -I$(BUILD)/include
+$(BUILD)/fuzz/obj/%.o: %.c $(SKELS) $(wildcard include/*.h user/format/*.h) $(DAEMON_HDRS)
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_CFLAGS) -c $< -o $@
+	$(CLANG) $(FUZZ_CFLAGS) $(call side_inc,$<) -c $< -o $@
 $(BUILD)/fuzz/libfuzzed.a: $(FMT_SRCS:%.c=$(BUILD)/fuzz/obj/%.o) $(DAEMON_SRCS:%.c=$(BUILD)/fuzz/obj/%.o)
 	rm -f $@ && ar rcs $@ $^
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/fuzz/libfuzzed.a $(wildcard tests/fuzz/*.c)
-	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(BUILD)/fuzz/libfuzzed.a -o $@ $(LDLIBS_DAEMON)
+	$(CLANG) $(FUZZ_CFLAGS) $(DAEMON_INC) -fsanitize=fuzzer $< $(BUILD)/fuzz/libfuzzed.a -o $@ $(LDLIBS_DAEMON)
 
 # The same targets without libFuzzer (tests/fuzz/replay_main.c): tests/test_fuzz_replay.sh
 # replays the kept findings (tests/fuzz/regressions/X/) with them in every test run.
@@ -159,7 +179,7 @@ REPLAYS := $(FUZZ_SRCS:tests/fuzz/fuzz_%.c=$(BUILD)/tests/fuzz/replay_%)
 all: $(REPLAYS)
 $(BUILD)/tests/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $(wildcard tests/fuzz/*.c) $(BUILD)/libmemtraced.a $(BUILD)/libmemtrace.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) $< tests/fuzz/replay_main.c $(BUILD)/libmemtraced.a $(BUILD)/libmemtrace.a -o $@ $(LDLIBS_DAEMON)
+	$(CC) $(CFLAGS) $(DAEMON_INC) $(LDFLAGS) $< tests/fuzz/replay_main.c $(BUILD)/libmemtraced.a $(BUILD)/libmemtrace.a -o $@ $(LDLIBS_DAEMON)
 
 test: deps all
 	bash tests/run.sh $(BUILD)
@@ -284,4 +304,4 @@ BENCHES    := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 all: $(BENCHES)
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libmemtraced.a $(BUILD)/libmemtrace.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libmemtraced.a $(BUILD)/libmemtrace.a -o $@ $(LDLIBS_DAEMON)
+	$(CC) $(CFLAGS) $(DAEMON_INC) $(LDFLAGS) $< $(BUILD)/libmemtraced.a $(BUILD)/libmemtrace.a -o $@ $(LDLIBS_DAEMON)

@@ -11,7 +11,7 @@
  *
  * No kprobes (the kernel has none) and no tracefs: BTF tracepoints and uprobes only. Each
  * event is one small record in the `lc_events` ring buffer (rare: no wakeup batching).
- * Userspace (user/daemon/lifecycle.c) keeps `watched` up to date.
+ * Userspace (user/daemon/core/process/lifecycle.c) keeps `watched` up to date.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>

@@ -17,7 +17,7 @@
  * indexed by bpf_get_prandom_u32(). nsamples = number of sample points inside the block. With
  * rate 1 every word is a sample point: nsamples = ceil(size / 8).
  *
- * Programs (the loader picks per mode, see user/daemon/tracer.c):
+ * Programs (the loader picks per mode, see user/daemon/core/tracer/tracer.c):
  *   session mode (attach type 57):      alloc_session on allocation functions, free_probe (48)
  *   fallback (uprobe + uretprobe):      alloc_entry + alloc_return, free_probe
  *   floor (benchmark): floor_session or floor_entry + floor_return, floor_free: empty bodies

@@ -1,6 +1,6 @@
-/* The region memtraced maps into a target for --inject's agent (user/daemon/inject/agent.c):
+/* The region memtraced maps into a target for --inject's agent (user/daemon/core/inject/agent.c):
  * read and written by memtraced through /proc/PID/mem, by the agent's thread in the target (the
- * code in user/daemon/inject/agent_code.c), and by the sampler library's
+ * code in user/daemon/core/inject/agent_code.c), and by the sampler library's
  * memtraced_sampler_agent (user/sampler/agent.c), which carries out the operation. Offsets are
  * fixed: the agent's machine code uses them. Part of MEMTRACED_SAMPLER_VERSION. */
 #ifndef MEMTRACED_INJECT_AGENT_H

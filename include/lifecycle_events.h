@@ -1,4 +1,4 @@
-/* The records of the lifecycle watcher (bpf/lifecycle.bpf.c -> user/daemon/lifecycle.c). */
+/* The records of the lifecycle watcher (bpf/lifecycle.bpf.c -> user/daemon/core/process/lifecycle.c). */
 #ifndef MEMTRACED_LIFECYCLE_EVENTS_H
 #define MEMTRACED_LIFECYCLE_EVENTS_H
 

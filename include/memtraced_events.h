@@ -1,4 +1,4 @@
-/* The records that cross the BPF ring buffer, from bpf/memtraced.bpf.c to user/daemon/intake.c,
+/* The records that cross the BPF ring buffer, from bpf/memtraced.bpf.c to user/daemon/core/tracer/tracer_intake.c,
  * and the per-CPU state both sides read. Nothing else crosses.
  *
  * Included by the BPF program (with vmlinux.h, which defines __u32/__u64) and by userspace
@@ -22,7 +22,7 @@
 #define MT_EXP_TABLE 4096              /* precomputed exponential gaps, indexed by prandom */
 
 /* The probed function, passed as the attach cookie and in records: the same values as
- * enum alloc_fn in user/daemon/allocsyms.h (tracer.c checks it at compile time). */
+ * enum alloc_fn in user/daemon/shared/protocol/allocfn.h (tracer.c checks it at compile time). */
 enum mt_fn {
 	MT_FN_MALLOC, MT_FN_CALLOC, MT_FN_REALLOC, MT_FN_REALLOCARRAY, MT_FN_FREE,
 	MT_FN_POSIX_MEMALIGN, MT_FN_ALIGNED_ALLOC, MT_FN_MEMALIGN, MT_FN_VALLOC, MT_FN_PVALLOC,

@@ -1,6 +1,6 @@
 /* The sampler library's check of its own GOT redirections (user/sampler/got.c), read by
  * memtraced through the target's memory at the exported data symbol memtraced_sampler_check
- * (user/daemon/inject/sampler_ctl.c). Its layout is part of MEMTRACED_SAMPLER_VERSION. */
+ * (user/daemon/core/inject/sampler_ctl.c). Its layout is part of MEMTRACED_SAMPLER_VERSION. */
 #ifndef MEMTRACED_SAMPLER_CHECK_H
 #define MEMTRACED_SAMPLER_CHECK_H
 

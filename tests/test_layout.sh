@@ -6,10 +6,16 @@ set -u
 cd "$TOP" || exit 2
 LIB=$BUILD/libmemtraced.a
 
-# At least four rooms (sub-folders by job) under user/daemon.
-rooms=$(find user/daemon -mindepth 1 -maxdepth 1 -type d | sort)
+# Two sides and what they share: the privileged daemon (core/), the unprivileged parser
+# (parse/), the protocol between them and messages (shared/). Rooms are their sub-folders.
+for side in core parse shared; do
+	if [ -d "user/daemon/$side" ]; then pass "daemon_side_$side"; else fail "daemon_side_$side" "no user/daemon/$side"; fi
+done
+other=$(find user/daemon -mindepth 1 -maxdepth 1 | grep -v -E '^user/daemon/(core|parse|shared)$' || true)
+if [ -z "$other" ]; then pass daemon_only_sides; else fail daemon_only_sides "outside core/, parse/, shared/: $other"; fi
+rooms=$(find user/daemon/core user/daemon/parse user/daemon/shared -mindepth 1 -maxdepth 1 -type d | sort)
 nrooms=$(printf '%s\n' "$rooms" | grep -c .)
-if [ "$nrooms" -ge 4 ]; then pass daemon_has_rooms; else fail daemon_has_rooms "only $nrooms rooms: $rooms"; fi
+if [ "$nrooms" -ge 8 ]; then pass daemon_has_rooms; else fail daemon_has_rooms "only $nrooms rooms: $rooms"; fi
 
 # Every room has a header: what it offers is declared next to it.
 for r in $rooms; do
@@ -17,13 +23,20 @@ for r in $rooms; do
 	else fail "room_has_header_$(basename "$r")" "no header in $r"; fi
 done
 
+# No source of one side includes a room of the other (the build's -I already refuses it).
+room_re() { find "user/daemon/$1" -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | paste -sd'|'; }
+core_rooms=$(room_re core); parse_rooms=$(room_re parse)
+bad=$(grep -rn -E "#include \"($parse_rooms)/" user/daemon/core user/daemon/shared || true)
+bad+=$(grep -rn -E "#include \"($core_rooms)/" user/daemon/parse user/daemon/shared || true)
+if [ -z "$bad" ]; then pass no_include_across_sides; else fail no_include_across_sides "$(printf '%s' "$bad" | head -c 600)"; fi
+
 # No source file under user/ over 700 lines.
 long=$(find user -name '*.[ch]' -exec awk 'END { if (NR > 700) print FILENAME ": " NR " lines" }' {} \;)
 if [ -z "$long" ]; then pass no_source_file_over_700_lines; else fail no_source_file_over_700_lines "$long"; fi
 
 # No module below the entry includes the live view (messages go through common/msg.h).
 bad=$(grep -rl '#include "status.h"' user/daemon --include='*.c' --include='*.h' |
-	grep -v -E '^user/daemon/[^/]+$' || true)
+	grep -v -E '^user/daemon/core/[^/]+$' || true)
 if [ -z "$bad" ]; then pass live_view_only_at_the_entry; else fail live_view_only_at_the_entry "$bad"; fi
 
 # The object graph of the daemon library: A -> B when A uses a symbol that B defines.
@@ -48,6 +61,27 @@ if [ -z "$circle" ]; then pass no_object_circle
 else fail no_object_circle "$(printf "%s" "$circle" | tr "\n" ";" | head -c 600)"; fi
 nedges=$(printf '%s\n' "$graph" | grep -c .)
 if [ "$nedges" -gt 10 ]; then pass object_graph_read; else fail object_graph_read "only $nedges edges: nm output not understood"; fi
+
+# The two programs: memtraced links no code of the parser's side and the parser none of the
+# daemon's (their global symbols, read with nm from the objects of each side), and the root
+# daemon does not even load the libraries that parse DWARF, instructions or C++ names.
+defs() { find "$BUILD/obj/user/daemon/$1" -name '*.o' ! -name main.o -exec nm --defined-only -g {} + 2>/dev/null |
+	awk 'NF == 3 { print $3 }' | sort -u; }
+for pair in "memtraced parse" "memtraced-parse core"; do
+	set -- $pair
+	if [ ! -x "$BUILD/bin/$1" ]; then fail "no_${2}_code_in_$1" "$BUILD/bin/$1 not built"; continue; fi
+	theirs=$(defs "$2")
+	ours=$(nm --defined-only "$BUILD/bin/$1" 2>/dev/null | awk 'NF == 3 { print $3 }' | sort -u)
+	n=$(printf '%s\n' "$theirs" | grep -c .)
+	both=$(comm -12 <(printf '%s\n' "$theirs") <(printf '%s\n' "$ours") | head -n 8 | tr '\n' ' ')
+	if [ "$n" -lt 20 ]; then fail "no_${2}_code_in_$1" "only $n symbols defined by $2/: nm output not understood"
+	elif [ -z "$both" ]; then pass "no_${2}_code_in_$1"
+	else fail "no_${2}_code_in_$1" "$1 holds $2/'s $both"; fi
+done
+if [ -x "$BUILD/bin/memtraced" ]; then
+	libs=$(ldd "$BUILD/bin/memtraced" 2>/dev/null | grep -o -E 'lib(dw|capstone|iberty)[^ ]*' | tr '\n' ' ')
+	if [ -z "$libs" ]; then pass daemon_loads_no_parsing_library; else fail daemon_loads_no_parsing_library "memtraced loads $libs"; fi
+fi
 
 # make -n demo names neither chromium, golang nor the Rust toolchain (the demo's set-up is lean).
 demo=$(make -n demo 2>&1)

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "parser/protocol.h"
+#include "parser/protocol_check.h"
+#include "protocol/protocol.h"
 
 static void broken(const char *what)
 {

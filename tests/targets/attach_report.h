@@ -12,7 +12,7 @@
 
 /* The C functions first (ATTACH_STATIC lists their addresses in this order), then the C++
  * operators and other allocators' extensions (NULL when nothing defines them). Same spelling
- * as alloc_fn_name() in user/daemon/allocsyms.c. */
+ * as alloc_fn_name() in user/daemon/parse/sites/allocsyms.c. */
 static const char *const attach_names[] = { "malloc", "calloc", "realloc", "reallocarray",
 	"free", "posix_memalign", "aligned_alloc", "memalign", "valloc", "pvalloc",
 	"_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t", "_ZnwmSt11align_val_t",

@@ -1,4 +1,4 @@
-/* Unit tests of memtraced's command line (user/daemon/cli.c). */
+/* Unit tests of memtraced's command line (user/daemon/core/cli.c). */
 #include "check.h"
 #include "cli.h"
 

@@ -1,4 +1,4 @@
-/* The injector (user/daemon/inject/) against real processes: tests/targets/inject_block
+/* The injector (user/daemon/core/inject/) against real processes: tests/targets/inject_block
  * blocks in one system call (epoll_wait, read, nanosleep, futex, read with busy threads),
  * the library tests/plugins/inject_probe.so is placed into it meanwhile, and the target then
  * reports what its call returned and whether its registers survived (see inject_block.c).

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sites/allocsyms.h"
 #include "check.h"
 #include "with_parser.h"
 #include "cli.h"

@@ -1,4 +1,4 @@
-/* Unit tests of the daemon's record queue (user/daemon/record_queue.c): copies, order, bound,
+/* Unit tests of the daemon's record queue (user/daemon/core/process/record_queue.c): copies, order, bound,
  * close, and a producer thread against a consumer. */
 #include "check.h"
 #include "process/record_queue.h"

@@ -1,4 +1,4 @@
-/* Unit tests of the heap-snapshot writer (user/daemon/snapshot.c): a trie built by hand, a fake
+/* Unit tests of the heap-snapshot writer (user/daemon/core/output/snapshot.c): a trie built by hand, a fake
  * locations callback, snapshots read back with the format library's reader. */
 #include "check.h"
 #include "memtrace.h"

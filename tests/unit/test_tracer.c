@@ -17,6 +17,7 @@
 
 #include <bpf/bpf.h>
 
+#include "sites/allocsyms.h"
 #include "check.h"
 #include "memtraced_events.h"
 #include "tracer/tracer.h"

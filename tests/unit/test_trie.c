@@ -1,4 +1,4 @@
-/* Unit tests of the daemon's context trie and live-block table (user/daemon/trie.c). */
+/* Unit tests of the daemon's context trie and live-block table (user/daemon/core/model/trie.c). */
 #include "check.h"
 #include "model/trie.h"
 

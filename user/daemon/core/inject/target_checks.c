@@ -1,0 +1,254 @@
+/* Where injection cannot work, or would not be safe: refused with the reason. And which
+ * thread to stop. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "protocol/facts.h"
+#include "inject_int.h"
+#include "parser/parser.h"
+
+int inject_check_exe(pid_t pid, const char *path, char *err, size_t errlen)
+{
+	struct elf_facts f;
+	char oerr[512];
+	/* read by the parser: only a 64-bit x86-64 ELF file has facts */
+	if (pfacts_of(pid, path, NULL, &f, oerr, sizeof(oerr)) != 0 || !f.elf_x86_64) {
+		inject_err(err, errlen, "%s: cannot inject: our calls are x86-64 code", oerr);
+		return -1;
+	}
+	if (!f.has_interp) {
+		inject_err(err, errlen, "%s is statically linked: no dynamic linker, no dlopen to load "
+		           "a library with", path);
+		return -1;
+	}
+	return 0;
+}
+
+/* The value of "Key:" in /proc/PID/status, or -1. */
+static long status_field(pid_t pid, const char *key, char *text, size_t textlen)
+{
+	char path[64], line[512];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f) return -1;
+	long v = -1;
+	size_t kl = strlen(key);
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, key, kl) != 0 || line[kl] != ':') continue;
+		char *p = line + kl + 1;
+		p += strspn(p, " \t");
+		p[strcspn(p, "\n")] = 0;
+		if (text) snprintf(text, textlen, "%s", p);
+		v = strtol(p, NULL, 10);
+		break;
+	}
+	fclose(f);
+	return v;
+}
+
+int inject_check_target(pid_t pid, char *err, size_t errlen)
+{
+	if (pid <= 0) {
+		inject_err(err, errlen, "invalid pid %d", (int)pid);
+		return -1;
+	}
+	if (pid == getpid()) {
+		inject_err(err, errlen, "pid %d is ourselves", (int)pid);
+		return -1;
+	}
+	char state[64] = "";
+	if (status_field(pid, "State", state, sizeof(state)) < 0 && !state[0]) {
+		inject_err(err, errlen, "no process with pid %d", (int)pid);
+		return -1;
+	}
+	if (state[0] == 'Z' || state[0] == 'X') {
+		inject_err(err, errlen, "pid %d is exiting (%s)", (int)pid, state);
+		return -1;
+	}
+	if (state[0] == 'T' || state[0] == 't') {
+		/* its other threads are stopped: our call could wait forever on a lock they hold */
+		inject_err(err, errlen, "pid %d is stopped (%s): continue it (SIGCONT) first", (int)pid,
+		           state);
+		return -1;
+	}
+	long tracer = status_field(pid, "TracerPid", NULL, 0);
+	if (tracer > 0) {
+		char comm[64] = "?", path[64];
+		snprintf(path, sizeof(path), "/proc/%ld/comm", tracer);
+		FILE *f = fopen(path, "re");
+		if (f) {
+			if (fgets(comm, sizeof(comm), f)) comm[strcspn(comm, "\n")] = 0;
+			fclose(f);
+		}
+		inject_err(err, errlen, "pid %d is already traced by pid %ld (%s): a process has one "
+		           "tracer at a time", (int)pid, tracer, comm);
+		return -1;
+	}
+	long seccomp = status_field(pid, "Seccomp", NULL, 0);
+	if (seccomp > 0) {
+		/* a filter may kill the process on a system call dlopen makes (openat, mmap...) */
+		inject_err(err, errlen, "pid %d is confined by seccomp (%s mode): the library's "
+		           "system calls could kill it", (int)pid, seccomp == 1 ? "strict" : "filter");
+		return -1;
+	}
+	char exe[64];
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
+	if (access(exe, R_OK) != 0) {
+		inject_err(err, errlen, "pid %d: cannot read its executable: %s", (int)pid,
+		           strerror(errno));
+		return -1;
+	}
+	return inject_check_exe(pid, exe, err, errlen);
+}
+
+/* System calls that return a bare -EINTR when the thread is merely woken (signal_pending
+ * is true for our PTRACE_INTERRUPT too) instead of an -ERESTART* code the kernel restarts:
+ * signal(7)'s calls that are "never restarted" (socket calls on a socket with SO_RCVTIMEO or
+ * SO_SNDTIMEO, the reads and writes of such a socket and of an inotify fd, the epoll, poll
+ * and select families, System V IPC, sleeps, AIO, sigtimedwait). Each returns -EINTR only when
+ * it did nothing yet (no byte moved, no connection taken), so starting it again is what the
+ * program would have seen without us. close() is not one: its EINTR comes after the fd is
+ * gone. */
+bool inject_returns_bare_eintr(long nr)
+{
+	switch (nr) {
+	case SYS_read: case SYS_readv: case SYS_write: case SYS_writev:
+	case SYS_accept: case SYS_accept4: case SYS_connect:
+	case SYS_recvfrom: case SYS_recvmsg: case SYS_recvmmsg:
+	case SYS_sendto: case SYS_sendmsg: case SYS_sendmmsg:
+	case SYS_epoll_wait: case SYS_epoll_pwait: case SYS_epoll_pwait2:
+	case SYS_poll: case SYS_ppoll: case SYS_select: case SYS_pselect6:
+	case SYS_msgrcv: case SYS_msgsnd: case SYS_semop: case SYS_semtimedop:
+	case SYS_nanosleep: case SYS_clock_nanosleep:
+	case SYS_rt_sigtimedwait: case SYS_io_getevents: case SYS_io_pgetevents:
+		return true;
+	}
+	return false;
+}
+
+/* The system call a thread is blocked in, -1 if it runs user code, -2 if unknown. */
+static long thread_syscall_arg(pid_t pid, pid_t tid, unsigned long *arg0)
+{
+	char path[96], buf[256] = "";
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	FILE *f = fopen(path, "re");
+	if (!f) return -2;
+	bool ok = fgets(buf, sizeof(buf), f) != NULL;
+	fclose(f);
+	if (!ok || strncmp(buf, "running", 7) == 0) return -1;
+	char *end;
+	long nr = strtol(buf, &end, 10);
+	if (arg0) *arg0 = strtoul(end, NULL, 16);
+	return end == buf ? -2 : nr;
+}
+
+static long thread_syscall(pid_t pid, pid_t tid)
+{
+	return thread_syscall_arg(pid, tid, NULL);
+}
+
+/* Would stopping the thread make its system call return a bare EINTR (made a restart by us,
+ * but only once we have set its registers: a few microseconds in which our death would let
+ * the EINTR through)? The reads and writes only on a socket or an inotify fd. */
+static bool in_bare_eintr_call(pid_t pid, pid_t tid)
+{
+	unsigned long fd = 0;
+	long nr = thread_syscall_arg(pid, tid, &fd);
+	switch (nr) { /* the calls that do return a bare -EINTR when merely woken (checked on
+			* this kernel; nanosleep, poll, select and msgrcv give an -ERESTART* code) */
+	case SYS_read: case SYS_readv: case SYS_write: case SYS_writev:
+	case SYS_accept: case SYS_accept4: case SYS_connect:
+	case SYS_recvfrom: case SYS_recvmsg: case SYS_recvmmsg:
+	case SYS_sendto: case SYS_sendmsg: case SYS_sendmmsg:
+	case SYS_epoll_wait: case SYS_epoll_pwait: case SYS_epoll_pwait2:
+	case SYS_rt_sigtimedwait: case SYS_semop: case SYS_semtimedop:
+	case SYS_io_getevents: case SYS_io_pgetevents:
+		break;
+	default:
+		return false;
+	}
+	if (nr != SYS_read && nr != SYS_readv && nr != SYS_write && nr != SYS_writev) return true;
+	char p[96], target[128] = "";
+	snprintf(p, sizeof p, "/proc/%d/fd/%lu", (int)pid, fd);
+	ssize_t n = readlink(p, target, sizeof target - 1);
+	if (n <= 0) return false;
+	target[n] = 0;
+	return strncmp(target, "socket:", 7) == 0 || strstr(target, "inotify") != NULL;
+}
+
+/* A thread's own seccomp mode (/proc/PID/task/TID/status): a filter installed without TSYNC
+ * confines only the thread that installed it (and threads it creates later), so the process's
+ * status, which shows the main thread, says nothing about the others. -1 if unknown. */
+long inject_thread_seccomp(pid_t pid, pid_t tid)
+{
+	char path[96], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	FILE *f = fopen(path, "re");
+	if (!f) return -1;
+	long v = -1;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "Seccomp:", 8) == 0) {
+			v = strtol(line + 8, NULL, 10);
+			break;
+		}
+	fclose(f);
+	return v;
+}
+
+static bool thread_zombie(pid_t pid, pid_t tid)
+{
+	char path[96], buf[512] = "";
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	FILE *f = fopen(path, "re");
+	if (!f) return true;
+	bool ok = fgets(buf, sizeof(buf), f) != NULL;
+	fclose(f);
+	const char *p = ok ? strrchr(buf, ')') : NULL;
+	return !p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X';
+}
+
+/* Rank of a thread as the one to stop (lower is better). */
+static int thread_rank(pid_t pid, pid_t tid)
+{
+	if (in_bare_eintr_call(pid, tid)) return 4; /* last: see in_bare_eintr_call */
+	long nr = thread_syscall(pid, tid);
+	if (nr >= 0 && tid == pid) return 0;
+	if (nr >= 0 && nr != SYS_futex) return 1;
+	if (nr >= 0) return 2;
+	return 3;
+}
+
+int inject_thread_candidates(pid_t pid, pid_t *out, int *ranks, int max, int *confined)
+{
+	char path[64];
+	int n = 0, rank[INJECT_MAX_CANDIDATES];
+	*confined = 0;
+	if (max > INJECT_MAX_CANDIDATES) max = INJECT_MAX_CANDIDATES;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d) return 0;
+	struct dirent *e;
+	while ((e = readdir(d)) && n < max) {
+		pid_t tid = atoi(e->d_name);
+		if (tid <= 0 || thread_zombie(pid, tid)) continue;
+		if (inject_thread_seccomp(pid, tid) != 0) { /* its filter could kill us: never it */
+			(*confined)++;
+			continue;
+		}
+		int r = thread_rank(pid, tid), i = n++;
+		for (; i > 0 && (rank[i - 1] > r || (rank[i - 1] == r && out[i - 1] > tid)); i--) {
+			out[i] = out[i - 1];
+			rank[i] = rank[i - 1];
+		}
+		out[i] = tid;
+		rank[i] = r;
+	}
+	closedir(d);
+	if (ranks) memcpy(ranks, rank, n * sizeof *rank);
+	return n;
+}

@@ -1,0 +1,76 @@
+/* The unprivileged parser: a child process that does all the parsing of files and bytes a
+ * target controls (allocator discovery from ELF, unwinding, symbolization, demangling), with
+ * no privileges (see parse/confine/confine.h). The daemon talks to it through channels: memory it
+ * shares with it, two message rings each (protocol.h). Files it opens go through the
+ * daemon's broker, which lets it read the objects and /proc files of the processes the
+ * daemon asked it about, and nothing else.
+ *
+ * The daemon always has one (parser_start at its start); unit tests of the parsing itself
+ * call it directly (sites/, unwind/), those of code that asks it start one. */
+#ifndef MEMTRACED_PARSER_H
+#define MEMTRACED_PARSER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "protocol/shm_ring.h"
+#include "protocol/sites.h"
+
+/* The parser's executable: memtraced-parse next to ours unless set (a unit test runs itself
+ * as the parser: "/proc/self/exe"). */
+void parser_set_exe(const char *path);
+/* Forks and executes the parser (it confines itself) and starts the broker. Call it while single-threaded.
+ * 0, or -1 with a message. */
+int parser_start(char *err, size_t errlen);
+bool parser_started(void);
+pid_t parser_pid(void);
+/* Why the parser is gone ("killed by SIGSYS: ..."), or NULL while it runs (or never ran). */
+const char *parser_gone(void);
+/* Ends it (at exit). */
+void parser_stop(void);
+
+/* The daemon's end of a channel. */
+struct pchan {
+	void *mem;
+	size_t bytes;
+	struct shm_ring req, res; /* daemon -> parser, parser -> daemon */
+	bool broken;              /* the parser died or broke the protocol: nothing more */
+};
+/* A new channel, served by a parser thread of its own. NULL with a message. */
+struct pchan *pchan_open(char *err, size_t errlen);
+void pchan_close(struct pchan *c);
+/* Sends a request of len bytes (head, then tail of tail_len), waiting for room. */
+int pchan_send(struct pchan *c, uint32_t type, const void *head, size_t len, const void *tail,
+	       size_t tail_len);
+/* Like pchan_send, but never waits: -1 if there is no room now (or broken). */
+int pchan_try_send(struct pchan *c, uint32_t type, const void *head, size_t len,
+		   const void *tail, size_t tail_len);
+/* The next reply, copied into buf (cap bytes), checked to lie inside the ring and be at most
+ * cap long: its type, or -1 when the parser is gone, stuck or broke the protocol (then
+ * c->broken, and a message said why). want: how many replies the caller waits for. */
+int pchan_recv(struct pchan *c, void *buf, size_t cap, size_t *len, uint32_t want);
+/* The parser sent what it must not (why): it is killed, c is broken. */
+void pchan_break(struct pchan *c, const char *why);
+/* The parser may open /proc/PID files of pid (done for every pid a request names). */
+void parser_allow_pid(pid_t pid);
+
+/* alloc_sites_for_pid, _for_exec and alloc_sites_added, done by the parser; the result is
+ * checked before it is used (paths, counts, offsets inside the files). */
+int psites_for_pid(pid_t pid, struct alloc_sites *out, char *err, size_t errlen);
+int psites_for_exec(const char *exe, pid_t pid, struct alloc_sites *out, char *err, size_t errlen);
+int psites_added(pid_t pid, const struct alloc_sites *have, struct alloc_sites *added,
+		 char *err, size_t errlen);
+
+/* One request and its reply (exactly rlen bytes of type rtype) on the daemon's one-shot
+ * channel; the caller checks what the reply says. 0, or -1 with a message. */
+int parser_rpc(uint32_t type, const void *q, size_t qlen, uint32_t rtype, void *r, size_t rlen,
+	       char *err, size_t errlen);
+
+/* The facts of an object file of process pid (elf/objfacts.h), found by the parser: 0, or -1
+ * with a message (no such file, not x86-64 ELF, the parser is gone). */
+struct elf_facts;
+int pfacts_of(pid_t pid, const char *path, const char *symbol, struct elf_facts *f,
+	      char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,111 @@
+/* The session's state, shared by session.c (lifetime, intake, output, summary) and
+ * session_records.c (what each record does to the trie and the trace). Not an interface. */
+#ifndef MEMTRACED_PROCESS_SESSION_INT_H
+#define MEMTRACED_PROCESS_SESSION_INT_H
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "mappings.h"
+#include "record_queue.h"
+#include "parser/rstacks.h"
+#include "protocol/sites.h"
+#include "output/trace_out.h"
+#include "tracer/tracer.h"
+
+#define MAX_ALLOCATOR_OBJECTS 8
+#define STACK_END_HINTS 1024
+
+#define MAX_CODES 1024
+#define TICK_NS 1000000000ULL
+#define FINAL_DRAIN_ROUNDS 1000 /* bound on the final drain, in case records keep coming */
+#define INTAKE_POLL_MS 20
+#define RECONCILE_NS 1000000000ULL
+#define QUEUE_MAX_BYTES (64u << 20)
+
+struct session {
+	pid_t pid;
+	bool floor;
+	struct tracer *tracer;
+	struct rstacks *stacks;
+	struct trie *trie;
+	struct trace_out *out;
+	bool no_trace;
+	bool trace_optional;  /* a failed trace write stops the trace only (snapshots go on) */
+	bool trace_lost;      /* ... and it did */
+	uint64_t next_id;     /* allocation ids without a trace (-o none) */
+	uint64_t wall_us0, mono_ns0, last_us; /* the trace clock without a trace */
+	struct trace_out_info info; /* for snapshots' trace info */
+	bool finished;
+	bool failed;          /* a write to the trace failed: stop handling records */
+	uint64_t last_tick_ns;
+	int out_fd;
+	uint64_t other_pid;
+	uint64_t (*exec_time)(void *ctx, pid_t pid);
+	void *exec_ctx;
+	uint64_t exec_ns;     /* the target exec'd then: later records are not ours (0: not yet) */
+	/* A target that had not mapped its libraries when the session opened (-- CMD before its
+	 * exec, a program just exec'd): the intake thread prepares the unwinder at the first
+	 * record, while the process surely runs (the session thread may handle that record only
+	 * after a short-lived process or program is gone), and hands it over through the queue. */
+	bool lazy_stacks;
+	bool stacks_provisional;
+	_Atomic(char *) final_maps;       /* its /proc/PID/maps at its exit (session_target_exiting) */          /* opened by the session thread for an early mapping */
+	const void *final_maps_given;     /* the unwinder final_maps was given to */
+	bool intake_opens_stacks;         /* set before the intake thread starts */
+	bool early_tried;                 /* intake thread only */
+	struct rstacks *early_stacks;     /* written before early_done is set */
+	char early_error[256];
+	atomic_bool early_done;
+	uint64_t after_exec;
+	uint64_t written_allocs, written_collects; /* kept when the writer is closed */
+	struct tracer_stats final_stats;
+	struct record_queue *queue;
+	pthread_t intake;
+	bool intake_started;
+	atomic_bool intake_stop;
+	atomic_bool intake_failed;
+	atomic_bool muted;    /* session_mute: no record comes any more */
+	atomic_bool gone;     /* session_target_gone: its process has exited */
+	/* session_target_exiting (another thread) asks the intake thread for a drain */
+	pthread_mutex_t drain_lock;
+	pthread_cond_t drain_cond;
+	atomic_uint_fast64_t drain_req;
+	uint64_t drain_done;  /* under drain_lock */
+	bool intake_over;     /* under drain_lock */
+	char error[512];
+	char stacks_error[256]; /* why the unwinder could not be prepared (lazily, spawn mode) */
+	uint64_t codes[MAX_CODES];
+	uint64_t bt[MAX_CODES];
+	/* anonymous mappings (session_records.c) */
+	struct mappings maps;
+	uint64_t map_key;                 /* keys of mapping pieces: high bit set, not a seq */
+	uint64_t map_rng;                 /* xorshift state for the pieces' sample draws */
+	dev_t alloc_dev[MAX_ALLOCATOR_OBJECTS]; /* the allocator's objects: a mapping made from */
+	ino_t alloc_ino[MAX_ALLOCATOR_OBJECTS]; /* code in them is the allocator's own */
+	int nalloc_objs;
+	uint64_t mappings_traced, allocator_mappings;
+	uint64_t map_lost;                /* out of memory: a mapping not kept (never freed) */
+	uint64_t unmap_time_ns;           /* of the unmap being handled */
+	/* the stack ends told to the tracer (session_records.c), direct-mapped by tid */
+	struct stack_end_hint { uint32_t tid; uint64_t end; } stack_end_hints[STACK_END_HINTS];
+};
+
+
+uint64_t session_clock_ns(clockid_t id);
+/* A write to the trace failed (see session_records.c). */
+void session_trace_write_failed(struct session *s);
+/* A record of the queue, on the session thread. */
+void session_on_alloc(struct session *s, const struct tracer_alloc *a);
+void session_on_free(struct session *s, const struct tracer_free *f);
+/* Asks the unwinder ahead for the records of a list that session_on_alloc will unwind,
+ * from *next on, while there is room (the parser works on them meanwhile). */
+void session_unwind_ahead(struct session *s, struct rq_item **next);
+/* The allocator's objects, from the probe sites: which mappings are its own. */
+void session_note_allocator(struct session *s, const struct alloc_sites *sites);
+
+#endif

@@ -1,0 +1,150 @@
+/* Loading the BPF program, attaching it to a process's allocator, draining its samples.
+ * The BPF side is bpf/memtraced.bpf.c, the records include/memtraced_events.h.
+ *
+ * Usage: tracer_open() (load + attach), then tracer_poll() in a loop (each call sleeps up to
+ * timeout_ms, then delivers every record that arrived), tracer_reconcile() now and then and at
+ * the end, tracer_close(). One thread drives a tracer (poll, reconcile); tracer_get_stats may
+ * be called from another thread meanwhile.
+ *
+ * What is delivered:
+ * - alloc: successful sampled allocations only (a NULL result, a failed posix_memalign, a
+ *   calloc/reallocarray whose size overflows produce nothing; size 0 is never sampled).
+ *   realloc(p, n) of a sampled p: a free of p, then (if sampled) the new block, even in place.
+ *   A call nested in another probed call (glibc's realloc(NULL, n) -> malloc, reallocarray ->
+ *   realloc, an interposer calling the real malloc) is counted once, as the outer function.
+ * - free: only for blocks delivered as alloc, at most once per seq (from a FREE record, or
+ *   from tracer_reconcile when that record was lost).
+ * - Drops (tracer_stats): drop_ringbuf (ring full: the sample is not delivered and not
+ *   tracked; a lost FREE is repaired by reconciling), drop_map_full (live or in-flight map
+ *   full: the sample is not delivered), drop_stack_copy (the sample IS delivered, with
+ *   stack_len 0: the stack could not be read).
+ * - The ring buffer is drained when tracer_poll is called: with a 4 MiB ring, call it at least
+ *   every ~50 ms under heavy sampling (the BPF side wakes tracer_poll early when 1/8 full).
+ */
+#ifndef MEMTRACED_TRACER_H
+#define MEMTRACED_TRACER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "protocol/sites.h"
+
+struct tracer_opts {
+	double rate;             /* memtrace rate: probability per 8-byte word (1.0 = everything) */
+	unsigned stack_bytes;    /* user stack copied per sample (0: default 16384, 64..65536);
+	                            less when the stack's mapping ends sooner */
+	unsigned ringbuf_bytes;  /* 0: default 4 MiB; a power of two */
+	bool floor;              /* benchmark floor: empty probes on exactly the same sites */
+	bool no_session;         /* force the uprobe + uretprobe fallback (tests, benchmarks) */
+	bool usdt;               /* no allocator probes: an in-process sampler's USDT probes
+	                            (tracer_attach_usdt) */
+	bool no_mappings;        /* anonymous mmap/munmap/mremap are not traced (--no-mmap) */
+};
+
+struct tracer_alloc {        /* one sampled allocation */
+	uint64_t seq;            /* unique per tracer, what the free record refers to */
+	uint32_t pid, tid;
+	uint64_t time_ns;        /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+	uint64_t addr, size, nsamples;
+	const uint64_t *regs;    /* 17 registers in DWARF order: rax rdx rcx rbx rsi rdi rbp rsp
+	                            r8..r15 rip, as at the allocation function's ENTRY */
+	const uint8_t *stack;    /* copy of user stack starting at regs[7] (rsp) */
+	size_t stack_len;
+	enum alloc_fn fn;        /* the function called (added field) */
+	enum tracer_origin {
+		TRACER_FROM_PROBE,   /* an allocator's probe: regs as at its entry */
+		TRACER_FROM_SAMPLER, /* an in-process sampler's probe: regs and stack at the probe
+		                        site inside the sampler, whose frames the unwinder hides;
+		                        fn is unknown (AF_MALLOC) */
+		TRACER_FROM_MAPPING, /* an anonymous mmap/mremap: regs at the system call (the
+		                        innermost frame is the mmap function); fn unknown; freed
+		                        through unmaps, never by tracer_reconcile */
+	} origin;
+};
+
+struct tracer_free {
+	uint64_t seq; uint64_t addr; uint64_t time_ns; uint32_t pid, tid;
+	bool unmap;              /* not a free: [addr, addr + len) was unmapped (munmap, mremap's
+	                            old range, a MAP_FIXED mapping over it); seq is 0: every sampled
+	                            mapping in the range is freed or trimmed by the receiver */
+	uint64_t len;
+};
+
+struct tracer_callbacks {
+	void (*alloc)(void *ctx, const struct tracer_alloc *a);  /* pointers valid during the call */
+	void (*free)(void *ctx, const struct tracer_free *f);
+};
+
+struct tracer_stats {
+	uint64_t alloc_calls, free_calls;  /* every call seen by the probes (cheap per-CPU counters) */
+	uint64_t samples;                  /* sampled allocations submitted */
+	uint64_t drop_ringbuf, drop_map_full, drop_stack_copy;  /* counted per CPU, summed */
+	uint64_t reconciled_frees;         /* frees repaired from the live map */
+	/* added fields */
+	uint64_t nested_skipped;           /* calls inside another probed call, counted once */
+	uint64_t bad_records;              /* malformed ring-buffer records ignored (never expected) */
+	uint64_t live_reported;            /* sampled blocks reported live and not freed yet */
+	uint64_t map_calls;                /* successful anonymous mmap/mremap calls seen */
+	uint64_t record_bytes;             /* ring-buffer bytes of the allocation records read */
+	uint64_t max_record_bytes;         /* the largest one */
+};
+
+enum tracer_mode {
+	TRACER_MODE_SESSION,         /* session uprobes: return probe only for sampled calls */
+	TRACER_MODE_UPROBE_URETPROBE, /* fallback: every allocation call also takes a uretprobe */
+	TRACER_MODE_USDT              /* an in-process sampler's otel_memory:alloc/free probes */
+};
+
+/* The USDT contract of the OpenTelemetry eBPF profiler's memory design: an in-process sampler
+ * fires otel_memory:alloc(ptr, size, weight) for sampled blocks (weight = nsamples * mean gap
+ * bytes) and otel_memory:free(ptr) for their frees. */
+#define TRACER_USDT_PROVIDER "otel_memory"
+
+/* Load + attach; pid may be a stopped child (before its exec). NULL on error, with a message. */
+struct tracer *tracer_open(pid_t pid, const struct alloc_sites *sites, const struct tracer_opts *opts,
+                           char *err, size_t errlen);
+/* The two halves of tracer_open: loading the BPF program for pid (the slow part: the verifier,
+ * tens of ms) and attaching it to the sites. A tracer loaded ahead of time lets an exec be
+ * followed at once. tracer_attach once per tracer; -1 with a message (then tracer_close). */
+struct tracer *tracer_load(pid_t pid, const struct tracer_opts *opts, char *err, size_t errlen);
+/* A tracer loaded for pid 0 (a spare for a process not known yet: a fork's child) is given its
+ * process before it is attached. 0, or -1 (already has one, or attached). */
+int tracer_adopt(struct tracer *t, pid_t pid);
+int tracer_attach(struct tracer *t, const struct alloc_sites *sites, char *err, size_t errlen);
+/* For a tracer loaded with opts.usdt: attaches to the otel_memory probes of the object at path
+ * (as the target sees it, e.g. /proc/PID/root/...) in pid. 0, or -1 with a message. */
+int tracer_attach_usdt(struct tracer *t, const char *path, char *err, size_t errlen);
+/* Sleeps up to timeout_ms (less when the ring buffer fills past half), then delivers all
+ * pending records through cb. Returns the number of records, or -1 on error. */
+int tracer_poll(struct tracer *t, int timeout_ms, const struct tracer_callbacks *cb, void *ctx);
+/* Live-map reconciliation: calls cb->free for every sampled block this tracer reported that is
+ * no longer in the BPF live map although its FREE record was lost. Call periodically and at the
+ * end. Delivers pending records first (through cb). Returns the number repaired, or -1. */
+int tracer_reconcile(struct tracer *t, const struct tracer_callbacks *cb, void *ctx);
+/* Probes more sites, not probed yet (a library dlopen'ed since tracer_open). 0, or -1 with a
+ * message (links already made stay). Call from the thread that opened the tracer. */
+int tracer_attach_sites(struct tracer *t, const struct alloc_sites *sites, char *err, size_t errlen);
+/* Where thread tid's stack ends (stacks_last_extent): its stack copies stop there, 0 forgets
+ * it (full copies again, e.g. after a copy cut a stack short). From any thread. */
+void tracer_set_stack_end(struct tracer *t, uint32_t tid, uint64_t end);
+void tracer_get_stats(struct tracer *t, struct tracer_stats *out);
+enum tracer_mode tracer_mode(const struct tracer *t);
+const char *tracer_mode_name(enum tracer_mode mode);
+/* From any thread, while t is open: the probes stop recording at once (a process held at its
+ * exec: the calls from now on are the new program's, which has a tracer of its own). Cheaper
+ * than detaching, which follows later (tracer_detach). */
+void tracer_mute(struct tracer *t);
+/* Removes the probes (the target runs on unharmed) but keeps the maps and the ring buffer:
+ * after it no new record or count appears, so a final tracer_poll/tracer_reconcile and
+ * tracer_get_stats see everything. Not thread-safe with tracer_attach_sites. NULL is allowed. */
+void tracer_detach(struct tracer *t);
+/* Detach (if not done) and free everything. NULL is allowed. */
+void tracer_close(struct tracer *t);
+/* tracer_close on a thread of its own (the detach waits for the kernel): for a muted tracer
+ * whose records were all read. tracer_close_wait waits until every such close is done. */
+void tracer_close_later(struct tracer *t);
+void tracer_close_wait(void);
+
+#endif

@@ -1,0 +1,125 @@
+/* The parser's confinement (see confine.h): no privileges, and a seccomp filter that allows
+ * what the parsing code uses and nothing else.
+ *
+ * The filter is written with libseccomp (Debian's libseccomp-dev) rather than as raw BPF: it
+ * resolves syscall numbers and argument checks per architecture and gives the user
+ * notification fd without hand-written ioctls. */
+#include "confine.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* What the parsing code calls: memory, threads and their waits, reading the fds it was given
+ * (libelf, libdw, stdio on /proc files the broker opened), its rings and control socket, and
+ * messages on stderr. */
+static const int allowed[] = {
+	SCMP_SYS(read), SCMP_SYS(pread64), SCMP_SYS(readv), SCMP_SYS(preadv), SCMP_SYS(preadv2),
+	SCMP_SYS(write), SCMP_SYS(writev), SCMP_SYS(lseek), SCMP_SYS(close), SCMP_SYS(fstat),
+	SCMP_SYS(fcntl), SCMP_SYS(dup), SCMP_SYS(getdents64),
+	SCMP_SYS(mmap), SCMP_SYS(munmap), SCMP_SYS(mremap), SCMP_SYS(mprotect), SCMP_SYS(brk),
+	SCMP_SYS(madvise),
+	SCMP_SYS(futex), SCMP_SYS(clone), SCMP_SYS(clone3), SCMP_SYS(set_robust_list),
+	SCMP_SYS(rseq), SCMP_SYS(exit), SCMP_SYS(exit_group), SCMP_SYS(gettid), SCMP_SYS(getpid),
+	SCMP_SYS(getppid), SCMP_SYS(sched_yield), SCMP_SYS(sched_getaffinity),
+	SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigaction), SCMP_SYS(rt_sigreturn),
+	SCMP_SYS(sigaltstack), SCMP_SYS(nanosleep), SCMP_SYS(clock_nanosleep),
+	SCMP_SYS(clock_gettime), SCMP_SYS(gettimeofday), SCMP_SYS(getrandom),
+	SCMP_SYS(prlimit64), SCMP_SYS(getrlimit), SCMP_SYS(getuid), SCMP_SYS(geteuid),
+	SCMP_SYS(getgid), SCMP_SYS(getegid), SCMP_SYS(uname), SCMP_SYS(getcwd), SCMP_SYS(sysinfo), SCMP_SYS(fstatfs),
+	SCMP_SYS(tgkill), SCMP_SYS(sched_getparam), SCMP_SYS(sched_getscheduler),
+	SCMP_SYS(recvmsg), SCMP_SYS(sendmsg), SCMP_SYS(poll), SCMP_SYS(ppoll),
+};
+
+/* Sent to the broker: the parser cannot name a file by itself. */
+static const int brokered[] = {
+	SCMP_SYS(open), SCMP_SYS(openat), SCMP_SYS(openat2), SCMP_SYS(stat), SCMP_SYS(lstat),
+	SCMP_SYS(statx), SCMP_SYS(access), SCMP_SYS(faccessat), SCMP_SYS(faccessat2),
+	SCMP_SYS(readlink), SCMP_SYS(readlinkat),
+};
+
+static int drop_privileges(char *err, size_t errlen)
+{
+	uid_t uid = 65534;
+	gid_t gid = 65534; /* nobody, nogroup (looked up by the daemon would need NSS here) */
+	for (int cap = 0; cap <= 63; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL) {
+			snprintf(err, errlen, "cannot drop capability %d from the bounding set: %s", cap,
+				 strerror(errno));
+			return -1;
+		}
+	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	if (prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0) < 0 || setgroups(0, NULL) < 0 ||
+	    setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0) {
+		snprintf(err, errlen, "cannot become nobody: %s", strerror(errno));
+		return -1;
+	}
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct data[2];
+	memset(data, 0, sizeof data);
+	if (syscall(SYS_capset, &hdr, data) < 0) {
+		snprintf(err, errlen, "cannot clear the capabilities: %s", strerror(errno));
+		return -1;
+	}
+	/* not ptrace-able by other processes of nobody, no core file of what it parsed; and gone
+	 * with the daemon (set after the uid change, which clears it) */
+	struct rlimit none = {0, 0};
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 || setrlimit(RLIMIT_CORE, &none) < 0 ||
+	    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 ||
+	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+		snprintf(err, errlen, "cannot set the process's limits: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int sandbox_confine(char *err, size_t errlen)
+{
+	if (drop_privileges(err, errlen) < 0) return -1;
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
+	if (!ctx) {
+		snprintf(err, errlen, "cannot create the seccomp filter");
+		return -1;
+	}
+	int rc = 0;
+	for (size_t i = 0; i < sizeof allowed / sizeof allowed[0] && rc == 0; i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0);
+	/* fstat(fd) is newfstatat(fd, "", AT_EMPTY_PATH) in glibc: allowed with that flag (its
+	 * path is not looked at: with another path it stats that as nobody, which only tells
+	 * what any process of nobody can see), the broker's otherwise */
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(newfstatat), 1,
+				      SCMP_A3(SCMP_CMP_MASKED_EQ, AT_EMPTY_PATH, AT_EMPTY_PATH));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(newfstatat), 1,
+				      SCMP_A3(SCMP_CMP_MASKED_EQ, AT_EMPTY_PATH, 0));
+	/* libdw starts its debuginfod client (with no server: DEBUGINFOD_URLS is unset here),
+	 * whose libcurl makes a wake-up pair of local sockets: that, and no other socket */
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
+				      SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+	for (size_t i = 0; i < sizeof brokered / sizeof brokered[0] && rc == 0; i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, brokered[i], 0);
+	if (rc == 0) rc = seccomp_load(ctx);
+	int fd = rc == 0 ? seccomp_notify_fd(ctx) : -1;
+	if (rc != 0 || fd < 0) {
+		snprintf(err, errlen, "cannot install the seccomp filter: %s",
+			 strerror(rc < 0 ? -rc : EINVAL));
+		seccomp_release(ctx);
+		return -1;
+	}
+	/* the filter stays loaded without its context; the notification fd is for the daemon
+	 * (the parser closes it once sent, and has no ioctl to answer its own calls with) */
+	seccomp_release(ctx);
+	return fd;
+}

@@ -1,0 +1,123 @@
+/* The messages between the daemon and its parser (see parser.h), through a channel's two
+ * shm_rings. Fixed layouts, no pointers; every length in a message the daemon reads is
+ * checked against the message's own size (parser.c, rstacks.c): a parser taken over by a
+ * hostile file can send wrong data, never make the daemon read past a message. */
+#ifndef MEMTRACED_PARSER_PROTOCOL_H
+#define MEMTRACED_PARSER_PROTOCOL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "protocol/facts.h"
+#include "protocol/sites.h"
+#include "protocol/stack_types.h"
+
+#define PARSER_REQ_RING (2u << 20)  /* daemon -> parser, per channel */
+#define PARSER_RES_RING (2u << 20)  /* parser -> daemon */
+#define PARSER_MAX_LOC_STRING 1000  /* a file or function name, longer ones are cut */
+#define PARSER_MAX_LOCS 128         /* locations of one code (an inline chain), more are cut */
+#define PARSER_FILE_LEN 4096
+
+/* The parser is memtraced-parse, started as `memtraced-parse --parser DAEMON_PID` with its
+ * control socket on this fd. */
+#define PARSER_ARG "--parser"
+#define PARSER_CTL_FD 3
+
+/* The name under which the parser asks for a debug file from a debuginfod server (libdw's own
+ * debuginfod client is off there: it would need the network): the broker fetches
+ * BROKER_DEBUGINFOD_PREFIX "<build-id in hex>" with libdebuginfod when DEBUGINFOD_URLS is set
+ * (in the daemon's environment) and hands over the file. */
+#define BROKER_DEBUGINFOD_PREFIX "/memtraced-debuginfod/"
+
+
+enum parser_msg {
+	/* requests */
+	PQ_SITES_PID = 1,   /* struct pq_sites -> PR_SITES */
+	PQ_SITES_EXEC,      /* struct pq_sites (exe) -> PR_SITES */
+	PQ_SITES_ADDED,     /* struct pq_sites (have) -> PR_SITES */
+	PQ_OPEN,            /* struct pq_open -> PR_OPENED */
+	PQ_UNWIND,          /* struct pq_unwind + stack bytes -> PR_LOCS..., PR_UNWIND */
+	PQ_REFRESH,         /* no payload */
+	PQ_FINAL_MAPS,      /* struct pq_final_maps + text: in parts, the last one says so */
+	PQ_FACTS,           /* struct pq_facts -> PR_FACTS */
+	/* replies */
+	PR_SITES = 100,     /* struct pr_sites */
+	PR_OPENED,          /* struct pr_opened */
+	PR_LOCS,            /* struct pr_locs + locations: a code the daemon has not been told of */
+	PR_UNWIND,          /* struct pr_unwind + codes */
+	PR_FACTS,           /* struct pr_facts */
+};
+
+struct pq_sites {
+	pid_t pid;
+	char exe[PARSER_FILE_LEN];    /* PQ_SITES_EXEC */
+	struct alloc_sites have;      /* PQ_SITES_ADDED */
+};
+
+struct pr_sites {
+	int rc;
+	char err[1024];
+	struct alloc_sites sites;
+};
+
+/* An object's facts (elf/objfacts.h): a file of process pid, a symbol to find in it. */
+struct pq_facts {
+	pid_t pid;
+	char path[PARSER_FILE_LEN];
+	char symbol[128];
+};
+
+struct pr_facts {
+	int rc;
+	char err[256];
+	struct elf_facts facts;
+};
+
+/* A channel serves one process's unwinder (PQ_OPEN once, then the others) or the allocator
+ * discovery (PQ_SITES_*). */
+struct pq_open {
+	pid_t pid;
+};
+
+struct pr_opened {
+	bool ok;
+	char err[256];
+	struct stacks_stats stats;
+};
+
+struct pq_final_maps {
+	bool last;
+	uint32_t len;                 /* the text follows the struct */
+};
+
+struct pq_unwind {
+	pid_t tid;
+	int32_t start;                /* enum stacks_start */
+	int32_t max_codes;
+	bool want_files;              /* the objects of frames 0 and 1 (a mapping's caller) */
+	uint64_t regs[STACKS_NREGS];
+	uint32_t stack_len;           /* the bytes follow the struct (at sizeof) */
+};
+
+struct pr_loc {                       /* then filename_len + defname_len bytes, no NULs */
+	uint32_t line, start_char, end_char;
+	uint16_t filename_len, defname_len;
+};
+
+struct pr_locs {
+	uint64_t code;
+	uint32_t nlocs;
+	uint8_t data[];               /* nlocs of (struct pr_loc, strings), 4-byte aligned */
+};
+
+struct pr_unwind {
+	int32_t n;                    /* codes that follow (innermost first) */
+	uint64_t end;                 /* stacks_last_extent */
+	bool truncated;
+	struct stacks_stats stats;    /* of the channel's unwinder, as of this result */
+	uint16_t file_len[2];         /* want_files: the objects of frames 0 and 1 (0: none) */
+	uint64_t codes[];             /* n codes, then the two files' bytes (no NUL) */
+};
+
+#endif

@@ -5,7 +5,8 @@
 # gcc's cc1 (-O1 on a generated 7.5 MB source file: a 1,200,000-entry table and 1,500
 # functions, ~80 MiB live at its end) at --rate 1e-4. Both are non-PIE programs that take the addresses of
 # malloc and free: their own PLT slots must be redirected too. With a big ring (no drop),
-# malloc'ed bytes and live bytes at the end (memtrace-report) must agree within 5%, and the
+# malloc'ed bytes and live bytes at the end (memtrace-report) must agree within 5% (cc1's live
+# bytes within 12%: its garbage collector makes them vary run to run), and the
 # sampler's GOT check must pass.
 source "$(dirname "$0")/lib/test.sh"
 
@@ -50,12 +51,16 @@ compare() {
 	done
 	if grep -q 'GOT check passed' "$dir/inject.err"; then pass "inject_${name}_got_check_passes"
 	else fail "inject_${name}_got_check_passes" "$(grep -E 'GOT|error|warning' "$dir/inject.err" | head -3 | tr '\n' ' ')"; fi
-	local what ai au
+	local what ai au pct
 	for what in allocated live; do
 		ai=$(bytes "$dir/inject.ctf" $what) au=$(bytes "$dir/uprobes.ctf" $what)
 		echo "# $name $what: inject $ai, uprobes $au"
-		if within "$name" "$ai" "$au" 5; then pass "inject_${name}_${what}_bytes_within_5pct"
-		else fail "inject_${name}_${what}_bytes_within_5pct" "inject $ai, uprobes $au"; fi
+		# cc1's garbage collector runs by heap addresses: what is live at its end differs
+		# from one run to the next by itself (69.4 to 76.7 MB over 10 runs, both modes)
+		pct=5
+		[ "$name" = cc1 ] && [ "$what" = live ] && pct=12
+		if within "$name" "$ai" "$au" $pct; then pass "inject_${name}_${what}_bytes_within_${pct}pct"
+		else fail "inject_${name}_${what}_bytes_within_${pct}pct" "inject $ai, uprobes $au"; fi
 	done
 }
 

@@ -83,6 +83,18 @@ if [ -x "$BUILD/bin/memtraced" ]; then
 	if [ -z "$libs" ]; then pass daemon_loads_no_parsing_library; else fail daemon_loads_no_parsing_library "memtraced loads $libs"; fi
 fi
 
+# One door to the targets' files (core/door/): no other object of the daemon calls open,
+# fopen, opendir and the like, but those that open our own files: the trace (-o, targets.o),
+# the snapshot directory (snapshot.o) and the terminal (status.o). The parser's objects open
+# through the broker, which opens with the door.
+openers=$(find "$BUILD/obj/user/daemon/core" -name '*.o' -exec nm -A {} + 2>/dev/null |
+	awk '$2 == "U" && $3 ~ /^(open|open64|openat|openat64|__open_2|__open64_2|__openat_2|fopen|fopen64|freopen|opendir|creat|creat64|name_to_handle_at|open_by_handle_at)$/ {
+		n = split($1, p, "/"); sub(/:$/, "", p[n]); print p[n] }' | sort -u | tr '\n' ' ')
+stray=$(printf '%s\n' $openers | grep -v -x -E 'door\.o|targets\.o|snapshot\.o|status\.o' | tr '\n' ' ')
+if ! printf '%s' "$openers" | grep -q 'door\.o'; then fail one_door_for_target_files "nm found no opener at all (read: $openers)"
+elif [ -z "$stray" ]; then pass one_door_for_target_files
+else fail one_door_for_target_files "objects of the daemon that open files themselves (use door/door.h): $stray"; fi
+
 # make -n demo names neither chromium, golang nor the Rust toolchain (the demo's set-up is lean).
 demo=$(make -n demo 2>&1)
 if printf '%s' "$demo" | grep -q -E 'chromium|golang|cargo|rustc|gdb'; then fail demo_setup_is_lean "make -n demo names chromium, golang, cargo, rustc or gdb"

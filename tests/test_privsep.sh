@@ -51,8 +51,13 @@ if wait_file "$TMP/w/ready" && sleep 0.5; then
 			grep -q '^Seccomp:[[:space:]]*2' "$t/status" && grep -q '^CapEff:[[:space:]]*0*$' "$t/status" || bad=$((bad + 1))
 		done
 		check privsep_all_threads_confined test "$bad" = 0
+		# its limits: no core file, a bounded count of open files and address space
+		lim=/proc/$parser/limits
+		check privsep_no_core_file test "$(awk '/^Max core file size/ { print $5 }' "$lim")" = 0
+		check privsep_open_files_bounded test "$(awk '/^Max open files/ { print $5 }' "$lim")" -le 16384
+		check privsep_address_space_bounded test "$(awk '/^Max address space/ { print $4 }' "$lim")" != unlimited
 		# a fresh image (memtraced --parser), not a fork holding a copy of the daemon's memory
-		check privsep_parser_is_a_fresh_image test "$(tr '\0' ' ' <"/proc/$parser/cmdline")" = "memtraced-parse --parser $mt "
+		check privsep_parser_is_its_own_program test "$(readlink "/proc/$parser/exe") $(tr '\0' ' ' <"/proc/$parser/cmdline")" = "$BIN/memtraced-parse memtraced-parse --parser $mt "
 	else
 		fail privsep_parser_found "no child of memtraced (PID $mt) runs as nobody: $(ps -o pid=,user=,comm= --ppid "$mt" | tr '\n' ' ')"
 	fi

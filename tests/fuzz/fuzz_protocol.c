@@ -2,7 +2,9 @@
  * the parser runs with nothing, but one taken over by a target's crafted file may send any
  * bytes. The input's first byte chooses the reply: even, PR_LOCS (checked, then copied into
  * buffers of the size the check gave: ASan sees any byte read or written past them); odd,
- * PR_UNWIND (checked; its codes and file names then read as the daemon reads them). */
+ * PR_UNWIND (checked; its codes and file names then read as the daemon reads them). A first
+ * byte that is a multiple of 3 also checks the rest as an ELF file's header and program
+ * headers (elf_offset_is_code_bytes: where a probe site may go). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint8_t *msg = malloc(len ? len : 1);
 	if (!msg) return 0;
 	memcpy(msg, data + 1, len);
+	if (data[0] % 3 == 0 && len >= 8) {
+		uint64_t off, file_size = len;
+		memcpy(&off, msg, 8);
+		off %= len + 64;
+		if (elf_offset_is_code_bytes(msg, len, file_size, off) && off >= file_size)
+			broken("an offset past the file taken for code");
+	}
 	if (data[0] % 2 == 0) {
 		size_t strings;
 		if (pr_locs_check(msg, len, &strings)) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "door/door.h"
 #include "parser/parser.h"
 #include "common/msg.h"
 
@@ -19,10 +20,9 @@ static void say_note(const char *note)
 /* Does pid map every object of sites already (its ld.so has loaded the libraries)? */
 static bool sites_mapped(pid_t pid, const struct alloc_sites *sites)
 {
-	char path[64], line[4352];
-	snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+	char line[4352];
 	bool found[MAX_PROBE_SITES] = {false};
-	FILE *f = fopen(path, "re");
+	FILE *f = door_proc_fopen(pid, "maps");
 	if (!f) return false;
 	while (fgets(line, sizeof line, f)) {
 		char *p = strchr(line, '/');

@@ -2,6 +2,7 @@
  * every terminal emulator memtraced meets understands: \r + ESC[K to redraw a line in place,
  * the alternate screen (ESC[?1049h/l) so that --top leaves the shell's screen as it was. */
 #include "status.h"
+#include "door/door.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -421,9 +422,7 @@ static void frame_line(char *frame, size_t *len, int cols, bool last, const char
 
 static void read_comm(pid_t pid, char *comm, size_t len)
 {
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
-	FILE *f = fopen(path, "re");
+	FILE *f = door_proc_fopen(pid, "comm");
 	if (f) {
 		if (fgets(comm, (int)len, f)) comm[strcspn(comm, "\n")] = '\0';
 		fclose(f);

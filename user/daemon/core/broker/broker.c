@@ -10,6 +10,7 @@
  * holds. Every answer is checked to still be wanted (the notification id) before it is given,
  * and the path is read from the parser's memory once, into our own buffer. */
 #include "broker.h"
+#include "door/door.h"
 
 #include <elfutils/debuginfod.h>
 #include <errno.h>
@@ -152,13 +153,6 @@ static bool content_ok(struct broker *b, int fd, const char *path, const char **
 	return false;
 }
 
-static int open_root_of(pid_t pid)
-{
-	char root[64];
-	snprintf(root, sizeof root, "/proc/%d/root", (int)pid);
-	return open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-}
-
 /* Opens what the parser asked for, checked; the fd, or -errno with *why set. */
 static int broker_open(struct broker *b, pid_t tid, int dirfd, const char *asked, uint64_t flags,
 		       uint64_t resolve, const char **why)
@@ -169,9 +163,9 @@ static int broker_open(struct broker *b, pid_t tid, int dirfd, const char *asked
 		return -EACCES;
 	}
 	/* never O_PATH: the kernel does not hand such an fd over (a directory is opened for
-	 * reading instead, which lets the parser list it: names only) */
-	uint64_t ours = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY |
-			(flags & (O_DIRECTORY | O_NOFOLLOW));
+	 * reading instead, which lets the parser list it: names only); read-only, never
+	 * blocking, whatever was asked (door/door.h) */
+	int ours = (int)(flags & (O_DIRECTORY | O_NOFOLLOW));
 	char path[4096];
 	own_proc_path(b, tid, asked, path, sizeof path);
 	int fd;
@@ -183,9 +177,7 @@ static int broker_open(struct broker *b, pid_t tid, int dirfd, const char *asked
 			*why = "bad directory fd";
 			return -EBADF;
 		}
-		struct open_how how = {.flags = ours, .resolve = (resolve & RESOLVE_IN_ROOT) |
-					RESOLVE_NO_MAGICLINKS};
-		fd = (int)syscall(SYS_openat2, dir, path, &how, sizeof how);
+		fd = door_open_at(dir, path, ours, resolve & RESOLVE_IN_ROOT);
 		int e = errno;
 		close(dir);
 		if (fd < 0) return -e;
@@ -197,19 +189,14 @@ static int broker_open(struct broker *b, pid_t tid, int dirfd, const char *asked
 		bool own = pid == b->peer;
 		if (pid && (own || (b->policy.pid_allowed && b->policy.pid_allowed(b->policy.ctx, pid)))) {
 			if (rest && strncmp(rest, "root/", 5) == 0 && !own) {
-				int root = open_root_of(pid);
-				if (root < 0) return -errno;
-				struct open_how how = {.flags = ours, .resolve = RESOLVE_IN_ROOT |
-							RESOLVE_NO_MAGICLINKS};
-				fd = (int)syscall(SYS_openat2, root, rest + 4, &how, sizeof how);
-				int e = errno;
-				close(root);
-				if (fd < 0) return -e;
+				/* resolved inside that root */
+				fd = door_open_file(path, ours, false);
+				if (fd < 0) return -errno;
 			} else if (proc_file_ok(rest) && (!own || (rest && strcmp(rest, "ns/mnt") == 0))) {
-				fd = open(path, (int)ours);
+				fd = door_open_file(path, ours, false);
 				return fd < 0 ? -errno : fd; /* as they are */
 			} else {
-				fd = open(path, (int)(ours & ~(uint64_t)O_DIRECTORY));
+				fd = door_open_file(path, ours & ~O_DIRECTORY, false);
 				if (fd < 0) return -errno;
 			}
 		} else if (pid || strncmp(path, "/proc/", 6) == 0 || strncmp(path, "/sys/", 5) == 0 ||
@@ -227,7 +214,7 @@ static int broker_open(struct broker *b, pid_t tid, int dirfd, const char *asked
 			fd = debuginfod_find_debuginfo(b->debuginfod, id, (int)n, NULL);
 			if (fd < 0) return fd;
 		} else {
-			fd = open(path, (int)(ours & ~(uint64_t)O_DIRECTORY));
+			fd = door_open_file(path, ours & ~O_DIRECTORY, false);
 			if (fd < 0) return -errno;
 		}
 	}

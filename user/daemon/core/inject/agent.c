@@ -1,5 +1,6 @@
 /* The agent (see agent.h): its code in a cave, its region, the stubs, the jobs. */
 #include "agent.h"
+#include "door/door.h"
 
 #include <cpuid.h>
 #include <dlfcn.h>
@@ -60,9 +61,8 @@ struct mapping {
 /* /proc/PID/maps, at most max mappings. */
 static int read_maps(pid_t pid, struct mapping *m, int max)
 {
-	char p[64], line[1024];
-	snprintf(p, sizeof p, "/proc/%d/maps", (int)pid);
-	FILE *f = fopen(p, "re");
+	char line[1024];
+	FILE *f = door_proc_fopen(pid, "maps");
 	if (!f) return -1;
 	int n = 0;
 	while (n < max && fgets(line, sizeof line, f)) {
@@ -256,9 +256,8 @@ int inject_agent_open(pid_t pid, inject_safe_fn safe, void *safe_ctx, struct inj
 		if (wait_word(a, at, nonce, 5000) == 0) a->region = at;
 		else {
 			/* what the thread and the address look like now: for the report */
-			char st[64] = "?", p[96], line[512];
-			snprintf(p, sizeof p, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-			FILE *f = fopen(p, "re");
+			char st[64] = "?", line[512];
+			FILE *f = door_proc_fopen(pid, "task/%d/stat", (int)tid);
 			if (f && fgets(line, sizeof line, f)) {
 				char *c = strrchr(line, ')');
 				if (c) snprintf(st, sizeof st, "%.20s", c + 2);

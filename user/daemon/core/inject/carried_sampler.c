@@ -1,5 +1,6 @@
 /* Finding an in-process sampler a target carries (see carried_sampler.h). */
 #include "carried_sampler.h"
+#include "door/door.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,9 +20,8 @@ static bool is_ours(const char *path)
 
 int carried_sampler_find(pid_t pid, char *path, size_t pathlen)
 {
-	char maps[64], line[4608];
-	snprintf(maps, sizeof maps, "/proc/%d/maps", (int)pid);
-	FILE *f = fopen(maps, "re");
+	char line[4608];
+	FILE *f = door_proc_fopen(pid, "maps");
 	if (!f) return -1;
 	static char seen[MAX_OBJECTS][256];
 	int nseen = 0, found = -1;

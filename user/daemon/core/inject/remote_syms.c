@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "door/door.h"
 #include "protocol/facts.h"
 #include "inject_int.h"
 #include "parser/parser.h"
@@ -27,9 +28,7 @@ void inject_err(char *err, size_t errlen, const char *fmt, ...)
 
 int inject_mem_open(pid_t pid, bool writable)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
-	return open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+	return door_proc_open(pid, "mem", writable);
 }
 
 int inject_mem_read(int fd, uint64_t addr, void *buf, size_t len)
@@ -61,9 +60,8 @@ int inject_mem_read_str(int fd, uint64_t addr, char *buf, size_t len)
 /* The file mapped at addr in pid, from /proc/PID/maps ("" if anonymous or special). */
 static int mapped_file(pid_t pid, uint64_t addr, char *path, size_t len)
 {
-	char mp[64], line[4352];
-	snprintf(mp, sizeof(mp), "/proc/%d/maps", (int)pid);
-	FILE *f = fopen(mp, "re");
+	char line[4352];
+	FILE *f = door_proc_fopen(pid, "maps");
 	if (!f) return -1;
 	int rc = -1;
 	while (fgets(line, sizeof(line), f)) {
@@ -88,7 +86,7 @@ int inject_find_symbol(pid_t pid, const char *name, uint64_t *addr, char *where,
 	char path[PATH_MAX];
 	uint64_t at_phdr = 0, at_phnum = 0, auxv[2];
 	snprintf(path, sizeof(path), "/proc/%d/auxv", (int)pid);
-	FILE *f = fopen(path, "re");
+	FILE *f = door_proc_fopen(pid, "auxv");
 	if (!f) {
 		inject_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
 		return -1;
@@ -159,7 +157,7 @@ int inject_find_syscall_insn(pid_t pid, uint64_t *addr, char *err, size_t errlen
 {
 	char mp[64], line[4352];
 	snprintf(mp, sizeof(mp), "/proc/%d/maps", (int)pid);
-	FILE *f = fopen(mp, "re");
+	FILE *f = door_proc_fopen(pid, "maps");
 	if (!f) {
 		inject_err(err, errlen, "cannot read %s: %s", mp, strerror(errno));
 		return -1;

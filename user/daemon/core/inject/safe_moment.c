@@ -1,5 +1,6 @@
 /* A safe moment to call pthread_create on a stopped thread (see safe_moment.h). */
 #include "safe_moment.h"
+#include "door/door.h"
 
 #include <fcntl.h>
 #include <stdint.h>
@@ -64,9 +65,7 @@ bool safe_moment_unsafe_name(const char *name)
 /* The stack from rsp, as much of it as is readable (up to STACK_COPY). */
 static size_t copy_stack(pid_t pid, uint64_t rsp, uint8_t *buf)
 {
-	char p[64];
-	snprintf(p, sizeof p, "/proc/%d/mem", (int)pid);
-	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	int fd = door_proc_open(pid, "mem", false);
 	if (fd < 0) return 0;
 	size_t got = 0;
 	while (got < STACK_COPY) {

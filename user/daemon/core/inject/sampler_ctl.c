@@ -1,5 +1,6 @@
 /* Placing, starting and stopping our in-process sampler in a target (see sampler_ctl.h). */
 #include "sampler_ctl.h"
+#include "door/door.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -226,9 +227,7 @@ void sampler_ctl_free(struct sampler_ctl *c, bool alive)
 int sampler_read_check(const struct sampler_ctl *c, struct memtraced_sampler_check *out,
 		       char *err, size_t errlen)
 {
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/mem", (int)c->pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = door_proc_open(c->pid, "mem", false);
 	ssize_t n = fd >= 0 ? pread(fd, out, sizeof *out, (off_t)c->check) : -1;
 	int e = errno;
 	if (fd >= 0) close(fd);
@@ -242,10 +241,9 @@ int sampler_read_check(const struct sampler_ctl *c, struct memtraced_sampler_che
 
 void sampler_slot_object(pid_t pid, uint64_t addr, char *out, size_t outlen)
 {
-	char path[64], line[4400];
+	char line[4400];
 	snprintf(out, outlen, "?");
-	snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
-	FILE *f = fopen(path, "re");
+	FILE *f = door_proc_fopen(pid, "maps");
 	if (!f) return;
 	while (fgets(line, sizeof line, f)) {
 		uint64_t lo, hi;

@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "door/door.h"
 #include "protocol/facts.h"
 #include "inject_int.h"
 #include "parser/parser.h"
@@ -32,9 +33,8 @@ int inject_check_exe(pid_t pid, const char *path, char *err, size_t errlen)
 /* The value of "Key:" in /proc/PID/status, or -1. */
 static long status_field(pid_t pid, const char *key, char *text, size_t textlen)
 {
-	char path[64], line[512];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "re");
+	char line[512];
+	FILE *f = door_proc_fopen(pid, "status");
 	if (!f) return -1;
 	long v = -1;
 	size_t kl = strlen(key);
@@ -78,9 +78,8 @@ int inject_check_target(pid_t pid, char *err, size_t errlen)
 	}
 	long tracer = status_field(pid, "TracerPid", NULL, 0);
 	if (tracer > 0) {
-		char comm[64] = "?", path[64];
-		snprintf(path, sizeof(path), "/proc/%ld/comm", tracer);
-		FILE *f = fopen(path, "re");
+		char comm[64] = "?";
+		FILE *f = door_proc_fopen((pid_t)tracer, "comm");
 		if (f) {
 			if (fgets(comm, sizeof(comm), f)) comm[strcspn(comm, "\n")] = 0;
 			fclose(f);
@@ -134,9 +133,8 @@ bool inject_returns_bare_eintr(long nr)
 /* The system call a thread is blocked in, -1 if it runs user code, -2 if unknown. */
 static long thread_syscall_arg(pid_t pid, pid_t tid, unsigned long *arg0)
 {
-	char path[96], buf[256] = "";
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
-	FILE *f = fopen(path, "re");
+	char buf[256] = "";
+	FILE *f = door_proc_fopen(pid, "task/%d/syscall", (int)tid);
 	if (!f) return -2;
 	bool ok = fgets(buf, sizeof(buf), f) != NULL;
 	fclose(f);
@@ -186,9 +184,8 @@ static bool in_bare_eintr_call(pid_t pid, pid_t tid)
  * status, which shows the main thread, says nothing about the others. -1 if unknown. */
 long inject_thread_seccomp(pid_t pid, pid_t tid)
 {
-	char path[96], line[256];
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
-	FILE *f = fopen(path, "re");
+	char line[256];
+	FILE *f = door_proc_fopen(pid, "task/%d/status", (int)tid);
 	if (!f) return -1;
 	long v = -1;
 	while (fgets(line, sizeof(line), f))
@@ -202,9 +199,8 @@ long inject_thread_seccomp(pid_t pid, pid_t tid)
 
 static bool thread_zombie(pid_t pid, pid_t tid)
 {
-	char path[96], buf[512] = "";
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-	FILE *f = fopen(path, "re");
+	char buf[512] = "";
+	FILE *f = door_proc_fopen(pid, "task/%d/stat", (int)tid);
 	if (!f) return true;
 	bool ok = fgets(buf, sizeof(buf), f) != NULL;
 	fclose(f);
@@ -225,12 +221,10 @@ static int thread_rank(pid_t pid, pid_t tid)
 
 int inject_thread_candidates(pid_t pid, pid_t *out, int *ranks, int max, int *confined)
 {
-	char path[64];
 	int n = 0, rank[INJECT_MAX_CANDIDATES];
 	*confined = 0;
 	if (max > INJECT_MAX_CANDIDATES) max = INJECT_MAX_CANDIDATES;
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	DIR *d = opendir(path);
+	DIR *d = door_proc_opendir(pid, "task");
 	if (!d) return 0;
 	struct dirent *e;
 	while ((e = readdir(d)) && n < max) {

@@ -9,6 +9,8 @@
 #include "protocol/protocol.h"
 #include "common/msg.h"
 #include "broker/broker.h"
+#include "door/door.h"
+#include "protocol_check.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -391,11 +393,12 @@ static int check_sites(pid_t pid, struct alloc_sites *s, char *err, size_t errle
 		if (!memchr(p->path, '\0', sizeof p->path) || p->path[0] != '/' ||
 		    (unsigned)p->fn >= AF_COUNT)
 			goto bad;
-		struct stat st;
-		int fd = open(p->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-		bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-			  p->entry_offset < (uint64_t)st.st_size && p->probe_offset < (uint64_t)st.st_size &&
-			  p->probe_offset >= p->entry_offset && p->probe_offset - p->entry_offset < 64;
+		/* the probe goes where the parser says only inside the code of that file: an
+		 * executable segment holds the entry and the probe */
+		int fd = door_open_file(p->path, 0, true);
+		bool ok = fd >= 0 && p->probe_offset >= p->entry_offset &&
+			  p->probe_offset - p->entry_offset < 64 &&
+			  elf_offset_is_code(fd, p->entry_offset) && elf_offset_is_code(fd, p->probe_offset);
 		if (fd >= 0) close(fd);
 		if (!ok) goto bad;
 	}

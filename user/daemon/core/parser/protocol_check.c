@@ -4,8 +4,11 @@
 #include "protocol_check.h"
 #include "protocol/protocol.h"
 
+#include <elf.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static size_t loc_step(const struct pr_loc *l)
 {
@@ -63,4 +66,40 @@ bool pr_unwind_check(const uint8_t *p, size_t len, int max_codes)
 	return u.n >= 0 && u.n <= max_codes && u.file_len[0] < PARSER_FILE_LEN &&
 	       u.file_len[1] < PARSER_FILE_LEN &&
 	       len == sizeof u + (size_t)u.n * 8 + u.file_len[0] + u.file_len[1];
+}
+
+bool elf_offset_is_code_bytes(const uint8_t *p, size_t len, uint64_t file_size, uint64_t off)
+{
+	Elf64_Ehdr eh;
+	if (len < sizeof eh) return false;
+	memcpy(&eh, p, sizeof eh);
+	if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum > ELF_CODE_MAX_PHDRS ||
+	    eh.e_phoff > len || (len - eh.e_phoff) / sizeof(Elf64_Phdr) < eh.e_phnum)
+		return false;
+	for (unsigned i = 0; i < eh.e_phnum; i++) {
+		Elf64_Phdr ph;
+		memcpy(&ph, p + eh.e_phoff + (uint64_t)i * sizeof ph, sizeof ph);
+		if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
+		if (ph.p_offset > file_size || ph.p_filesz > file_size - ph.p_offset) continue;
+		if (off >= ph.p_offset && off - ph.p_offset < ph.p_filesz) return true;
+	}
+	return false;
+}
+
+bool elf_offset_is_code(int fd, uint64_t off)
+{
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+	/* the header, then the program headers where it says they are (a bounded table) */
+	uint8_t buf[sizeof(Elf64_Ehdr) + ELF_CODE_MAX_PHDRS * sizeof(Elf64_Phdr)];
+	Elf64_Ehdr eh;
+	if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh) return false;
+	size_t phbytes = (size_t)(eh.e_phnum <= ELF_CODE_MAX_PHDRS ? eh.e_phnum : 0) * sizeof(Elf64_Phdr);
+	if (!phbytes || eh.e_phoff > (uint64_t)st.st_size) return false;
+	memcpy(buf, &eh, sizeof eh);
+	/* laid out as the bytes version wants them: the table right after the header */
+	((Elf64_Ehdr *)buf)->e_phoff = sizeof eh;
+	if (pread(fd, buf + sizeof eh, phbytes, (off_t)eh.e_phoff) != (ssize_t)phbytes) return false;
+	return elf_offset_is_code_bytes(buf, sizeof eh + phbytes, (uint64_t)st.st_size, off);
 }

@@ -1,6 +1,7 @@
 /* A breakpoint at a program's entry point (see entry_break.h). Written through /proc/PID/mem,
  * which writes into the process's private copy of the text page, as a debugger does. */
 #include "entry_break.h"
+#include "door/door.h"
 
 #include <elf.h>
 #include <fcntl.h>
@@ -11,9 +12,7 @@
 
 static int mem_rw(pid_t pid, uint64_t addr, uint8_t *byte, bool write)
 {
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/mem", (int)pid);
-	int fd = open(path, (write ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+	int fd = door_proc_open(pid, "mem", write);
 	if (fd < 0) return -1;
 	ssize_t n = write ? pwrite(fd, byte, 1, (off_t)addr) : pread(fd, byte, 1, (off_t)addr);
 	close(fd);
@@ -22,9 +21,7 @@ static int mem_rw(pid_t pid, uint64_t addr, uint8_t *byte, bool write)
 
 static uint64_t auxv_entry(pid_t pid)
 {
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/auxv", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = door_proc_open(pid, "auxv", false);
 	if (fd < 0) return 0;
 	Elf64_auxv_t a;
 	uint64_t entry = 0;

@@ -1,5 +1,6 @@
 /* Holding traced processes with ptrace (see hold.h). */
 #include "hold.h"
+#include "door/door.h"
 #include "common/deadline.h"
 
 #include <dirent.h>
@@ -124,9 +125,8 @@ static void tracee_remove(struct hold *h, pid_t tid)
 /* The thread group of tid, from /proc (0 if it is gone). */
 static pid_t tgid_of(pid_t tid)
 {
-	char path[64], line[128];
-	snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
-	FILE *f = fopen(path, "re");
+	char line[128];
+	FILE *f = door_proc_fopen(tid, "status");
 	if (!f) return 0;
 	pid_t tgid = 0;
 	while (fgets(line, sizeof line, f))
@@ -156,9 +156,7 @@ static long seize_options(const struct hold_opts *o)
 static int seize_running(struct hold *h, long opt)
 {
 	for (int round = 0; round < 8; round++) {
-		char path[64];
-		snprintf(path, sizeof path, "/proc/%d/task", (int)h->pid);
-		DIR *d = opendir(path);
+		DIR *d = door_proc_opendir(h->pid, "task");
 		if (!d) return -errno;
 		int added = 0;
 		struct dirent *e;

@@ -1,5 +1,6 @@
 /* The lifecycle watcher (see lifecycle.h): BPF events, or the /proc fallback. */
 #include "lifecycle.h"
+#include "door/door.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -16,6 +18,7 @@
 #include "common/msg.h"
 #include "protocol/facts.h"
 #include "parser/parser.h"
+#include "parser/protocol_check.h"
 
 #define MAX_WATCHED 4096
 #define FALLBACK_PERIOD_NS 200000000ULL /* /proc checks at most every 200 ms */
@@ -126,9 +129,7 @@ static struct watched *find(struct lifecycle *lc, pid_t pid)
  * maps lists them by address, which only changes when mappings do). */
 static uint64_t maps_signature(pid_t pid)
 {
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
-	FILE *f = fopen(path, "re");
+	FILE *f = door_proc_fopen(pid, "maps");
 	if (!f) return 0;
 	uint64_t h = 1469598103934665603ULL;
 	char line[4352];
@@ -159,9 +160,7 @@ static void exe_identity(pid_t pid, dev_t *dev, ino_t *ino)
 /* The ld.so pid maps: the mapped file whose name starts with "ld-" (ld-linux-x86-64.so.2). */
 static int find_ldso(pid_t pid, char *out, size_t outlen)
 {
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
-	FILE *f = fopen(path, "re");
+	FILE *f = door_proc_fopen(pid, "maps");
 	if (!f) return -1;
 	char line[4352];
 	int rc = -1;
@@ -195,35 +194,42 @@ static int attach_dl(struct lifecycle *lc, struct watched *w, char *note, size_t
 		return 0;
 	}
 	w->dl_tries = 0;
+	/* the file itself, opened through the door (resolved inside the target's root): the
+	 * checks below and the probe are on that very file */
+	char pbuf[64];
+	int pfd;
+	const char *at = door_probe_path(ldso, &pfd, pbuf, sizeof pbuf);
 	struct stat st;
-	bool known = stat(ldso, &st) == 0;
+	bool known = pfd >= 0 && fstat(pfd, &st) == 0;
 	/* After an exec that maps the same ld.so file the probe is still in place: it filters on
 	 * the task, whose new image the kernel probes as it maps the file (and -- CMD is probed
 	 * before its exec through the ld.so it inherits from us). Renewing it would cost two
 	 * uprobe (un)registrations, and miss a dlopen made meanwhile. */
-	if (w->dl_link && known && st.st_dev == w->dl_dev && st.st_ino == w->dl_ino) return 0;
+	if (w->dl_link && known && st.st_dev == w->dl_dev && st.st_ino == w->dl_ino) goto out;
 	bpf_link__destroy(w->dl_link);
 	w->dl_link = NULL;
 	w->dl_dev = known ? st.st_dev : 0;
 	w->dl_ino = known ? st.st_ino : 0;
 	/* the parser finds the function in ld.so's file (libbpf would parse it here, as root);
-	 * its answer is only used inside the file */
+	 * the daemon puts the probe there only inside the file's code */
 	struct elf_facts facts;
 	char ferr[256] = "";
 	if (pfacts_of(w->pid, ldso, "_dl_debug_state", &facts, ferr, sizeof ferr) != 0 ||
-	    !facts.sym_found || !known || facts.sym_offset >= (uint64_t)st.st_size) {
+	    !facts.sym_found || !known || !elf_offset_is_code(pfd, facts.sym_offset)) {
 		snprintf(note, notelen, "cannot find _dl_debug_state in %s (%s): dlopen not followed "
-			 "for PID %d", ldso, ferr[0] ? ferr : "no such function", (int)w->pid);
-		return 0;
+			 "for PID %d", ldso, ferr[0] ? ferr : "no such function in its code", (int)w->pid);
+		goto out;
 	}
 	libbpf_print_fn_t old = libbpf_set_print(quiet_libbpf);
 	w->dl_link = bpf_program__attach_uprobe_opts(lc->skel->progs.on_dl_debug_state, w->pid,
-						     ldso, facts.sym_offset, NULL);
+						     at, facts.sym_offset, NULL);
 	int e = errno;
 	libbpf_set_print(old);
 	if (!w->dl_link)
 		snprintf(note, notelen, "cannot probe _dl_debug_state in %s (%s): dlopen not followed "
 			 "for PID %d", ldso, strerror(e), (int)w->pid);
+out:
+	if (pfd >= 0) close(pfd);
 	return 0;
 }
 

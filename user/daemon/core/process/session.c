@@ -6,6 +6,7 @@
  * for the first time; the session thread (the caller's) turns the queued records into the
  * trie and the trace. Records keep their ring-buffer order through the queue. */
 #include "session.h"
+#include "door/door.h"
 #include "session_int.h"
 #include "common/deadline.h"
 #include "common/msg.h"
@@ -126,9 +127,7 @@ static void *intake_main(void *arg)
  * may be met by the unwinder only after it is gone. */
 static char *read_maps(pid_t pid)
 {
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
-	FILE *f = fopen(path, "re");
+	FILE *f = door_proc_fopen(pid, "maps");
 	if (!f) return NULL;
 	size_t len = 0, cap = 0;
 	char *buf = NULL, chunk[8192];

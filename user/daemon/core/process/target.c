@@ -1,5 +1,6 @@
 /* The traced process (see target.h). */
 #include "target.h"
+#include "door/door.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,7 +33,7 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 int target_check_privileges(char *err, size_t errlen)
 {
 	if (geteuid() == 0) return 0;
-	FILE *f = fopen("/proc/self/status", "r");
+	FILE *f = door_proc_fopen(getpid(), "status");
 	uint64_t eff = 0;
 	char line[256];
 	while (f && fgets(line, sizeof line, f))
@@ -48,9 +49,8 @@ int target_check_privileges(char *err, size_t errlen)
 /* Reads the state and flags fields of /proc/PID/stat. */
 static int read_stat(pid_t pid, char *state, unsigned long *flags)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char buf[1024];
+	int fd = door_proc_open(pid, "stat", false);
 	if (fd < 0) return -1;
 	ssize_t n = read(fd, buf, sizeof buf - 1);
 	close(fd);
@@ -93,9 +93,8 @@ int target_check_pid(pid_t pid, char *err, size_t errlen)
 		return -1;
 	}
 	/* a thread id is accepted by kill() and /proc, but the probes filter on the process */
-	char path[64], line[256];
-	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "r");
+	char line[256];
+	FILE *f = door_proc_fopen(pid, "status");
 	int tgid = (int)pid;
 	while (f && fgets(line, sizeof line, f))
 		if (sscanf(line, "Tgid: %d", &tgid) == 1) break;
@@ -264,9 +263,7 @@ void target_program_name(pid_t pid, const char *argv0, const char *exe, char *bu
 {
 	char cmd[256] = "";
 	if (!argv0) {
-		char path[64];
-		snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		int fd = door_proc_open(pid, "cmdline", false);
 		if (fd >= 0) {
 			ssize_t n = read(fd, cmd, sizeof cmd - 1);
 			cmd[n > 0 ? n : 0] = '\0'; /* the first NUL ends argv0 */

@@ -21,6 +21,7 @@
 #include "memtraced_events.h"
 #include "memtraced.skel.h"
 #include "tracer_internal.h"
+#include "door/door.h"
 #include "uprobe_link.h"
 
 #define SAME(a, b) ((int)(a) == (int)(b))
@@ -230,21 +231,24 @@ static int attach_session(struct tracer *t, const struct alloc_sites *s, char *e
 				acookie[na++] = p->fn;
 			}
 		}
-		const char *path = s->sites[i].path;
+		char pbuf[64];
+		int pfd;
+		const char *path = door_probe_path(s->sites[i].path, &pfd, pbuf, sizeof pbuf);
+		int rc = 0;
 		if (na) {
 			int fd = uprobe_multi_link_create(alloc_prog, UPROBE_ATTACH_SESSION, path, aoff,
 			                                  acookie, na, t->pid, err, errlen);
-			if (fd < 0)
-				return -1;
-			t->link_fds[t->nlink_fds++] = fd;
+			if (fd < 0) rc = -1;
+			else t->link_fds[t->nlink_fds++] = fd;
 		}
-		if (nf) {
+		if (nf && rc == 0) {
 			int fd = uprobe_multi_link_create(free_prog, UPROBE_ATTACH_MULTI, path, foff,
 			                                  fcookie, nf, t->pid, err, errlen);
-			if (fd < 0)
-				return -1;
-			t->link_fds[t->nlink_fds++] = fd;
+			if (fd < 0) rc = -1;
+			else t->link_fds[t->nlink_fds++] = fd;
 		}
+		if (pfd >= 0) close(pfd);
+		if (rc) return -1;
 	}
 	return 0;
 }
@@ -253,7 +257,13 @@ static int attach_one(struct tracer *t, struct bpf_program *prog, const struct p
                       uint64_t offset, bool retprobe, char *err, size_t errlen)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = p->fn, .retprobe = retprobe);
-	struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, t->pid, p->path, offset, &uo);
+	char pbuf[64];
+	int pfd;
+	const char *path = door_probe_path(p->path, &pfd, pbuf, sizeof pbuf);
+	struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, t->pid, path, offset, &uo);
+	int e = errno;
+	if (pfd >= 0) close(pfd);
+	errno = e;
 	if (!l) {
 		snprintf(err, errlen, "cannot attach a %s on %s at %s+0x%llx for pid %d: %s",
 		         retprobe ? "uretprobe" : "uprobe", alloc_fn_name(p->fn), p->path,

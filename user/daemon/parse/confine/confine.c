@@ -48,6 +48,28 @@ static const int brokered[] = {
 	SCMP_SYS(readlink), SCMP_SYS(readlinkat),
 };
 
+/* A bound on what a hostile file can make the parser hold: its address space (libdw maps the
+ * objects and debug files, each read up to the debug-info cap; the channels' rings and
+ * threads' stacks) and its open files (libdw keeps one per object it reads). Not under
+ * AddressSanitizer, whose shadow memory is a reservation of terabytes. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PARSER_MAX_AS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PARSER_MAX_AS 0
+#endif
+#endif
+#ifndef PARSER_MAX_AS
+#define PARSER_MAX_AS (64ULL << 30)
+#endif
+
+static int limit_address_space(void)
+{
+	if (!PARSER_MAX_AS) return 0;
+	struct rlimit as = {PARSER_MAX_AS, PARSER_MAX_AS};
+	return setrlimit(RLIMIT_AS, &as);
+}
+
 static int drop_privileges(char *err, size_t errlen)
 {
 	uid_t uid = 65534;
@@ -73,8 +95,13 @@ static int drop_privileges(char *err, size_t errlen)
 	}
 	/* not ptrace-able by other processes of nobody, no core file of what it parsed; and gone
 	 * with the daemon (set after the uid change, which clears it) */
-	struct rlimit none = {0, 0};
+	struct rlimit none = {0, 0}, files;
+	/* lowered only: raising a hard limit needs a capability it no longer has */
+	if (getrlimit(RLIMIT_NOFILE, &files) < 0 || files.rlim_max > PARSER_MAX_FILES)
+		files.rlim_max = PARSER_MAX_FILES;
+	files.rlim_cur = files.rlim_max;
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 || setrlimit(RLIMIT_CORE, &none) < 0 ||
+	    setrlimit(RLIMIT_NOFILE, &files) < 0 || limit_address_space() < 0 ||
 	    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 ||
 	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
 		snprintf(err, errlen, "cannot set the process's limits: %s", strerror(errno));

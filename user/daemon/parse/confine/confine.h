@@ -6,6 +6,9 @@
 #define MEMTRACED_CONFINE_H
 #include <stddef.h>
 
+/* Files the parser may hold open at once (RLIMIT_NOFILE). */
+#define PARSER_MAX_FILES 16384
+
 /* In the parser (single-threaded at that point): drops every
  * privilege and installs the seccomp filter. Returns the filter's notification fd (to be sent
  * to the daemon, then closed here), or -1 with a message in err. */

@@ -2,7 +2,8 @@
 /* memtraced's lifecycle watcher: what a traced process does besides allocating.
  *
  *   exec    tp_btf/sched_process_exec of a watched process (the new image is mapped, its
- *           ld.so has not run yet)
+ *           ld.so has not run yet); with all_execs, of every process (--match, --cgroup:
+ *           userspace decides whether the new program is one to trace)
  *   fork    tp_btf/sched_process_fork of a watched parent creating a new PROCESS (threads
  *           are not reported), only with follow_forks; the child is watched at once, so its
  *           own execs and forks are seen even before userspace has caught up
@@ -22,6 +23,7 @@
 char LICENSE[] SEC("license") = "GPL";
 
 const volatile __u32 follow_forks = 0;
+const volatile __u32 all_execs = 0;
 
 /* Watched processes (tgid -> 1). */
 struct {
@@ -62,7 +64,7 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
-	if (is_watched(tgid))
+	if (all_execs || is_watched(tgid))
 		emit(LC_EXEC, tgid, 0);
 	return 0;
 }

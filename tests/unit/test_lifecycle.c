@@ -127,7 +127,7 @@ static void run_watcher(const char *prefix, bool proc_mode, bool watch)
 	if (proc_mode) setenv("MEMTRACED_LIFECYCLE", "proc", 1);
 	else unsetenv("MEMTRACED_LIFECYCLE");
 	char note[512] = "", name[128];
-	struct lifecycle *lc = lifecycle_open(true, note, sizeof note);
+	struct lifecycle *lc = lifecycle_open(true, false, note, sizeof note);
 	snprintf(name, sizeof name, "%s_opens", prefix);
 	CHECKF(name, lc && lifecycle_uses_bpf(lc) == !proc_mode, "note: %s", note);
 	if (!lc || lifecycle_uses_bpf(lc) == proc_mode) {

@@ -13,6 +13,7 @@ void cli_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: memtraced -p PID [options]\n"
+		"       memtraced --match PATTERN | --cgroup PATH [options]\n"
 		"       memtraced [options] -- CMD [ARGS...]\n"
 		"Traces the allocations (malloc, free, ...) of a running process, or of CMD from its\n"
 		"first allocation, into a memtrace trace (.ctf, format v2). Needs root (or CAP_BPF,\n"
@@ -20,6 +21,15 @@ void cli_usage(FILE *out)
 		"\n"
 		"  -p, --pid PID        attach to the running process PID\n"
 		"  -p PID -p PID2 ...   several processes, each into its own trace and snapshots\n"
+		"      --match PATTERN  trace every process whose executable (path or base name) or\n"
+		"                       the name it was started as matches the shell PATTERN: those\n"
+		"                       that run now and those that exec such a program later;\n"
+		"                       repeatable (either matches)\n"
+		"      --cgroup PATH    trace every process in the cgroup v2 subtree PATH (relative\n"
+		"                       to /sys/fs/cgroup); with --match: both must hold\n"
+		"      --max-processes N  with --match or --cgroup: trace at most N at once (default\n"
+		"                       64), warn about the others. No continuous trace unless -o\n"
+		"                       FILE with %%p: snapshots into --snapshot-dir\n"
 		"  -o, --output FILE    trace file (default: memtrace-PID.ctf in the current directory);\n"
 		"                       %%p in FILE is replaced by the PID (needed with several -p);\n"
 		"                       'none': no continuous trace, only snapshots\n"
@@ -151,7 +161,8 @@ int cli_exec_output_path(const char *base, unsigned n, char *buf, size_t len)
 
 enum { OPT_PROBE_FLOOR = 256, OPT_STACK_BYTES, OPT_NO_STATUS, OPT_TOP, OPT_TOP_INTERVAL, OPT_TOP_BY,
        OPT_SNAP_DIR, OPT_SNAP_INTERVAL, OPT_SNAP_KEEP, OPT_FILE_MODE, OPT_FOLLOW_FORKS,
-       OPT_HOLD_EXEC, OPT_RING_SIZE, OPT_INJECT, OPT_NO_MMAP, OPT_FORMAT };
+       OPT_HOLD_EXEC, OPT_RING_SIZE, OPT_INJECT, OPT_NO_MMAP, OPT_FORMAT, OPT_MATCH, OPT_CGROUP,
+       OPT_MAX_PROCESSES };
 
 /* Which options were given, for the checks across options. */
 struct cli_seen {
@@ -182,6 +193,9 @@ static const struct option longopts[] = {
 	{"inject", optional_argument, NULL, OPT_INJECT},
 	{"no-mmap", no_argument, NULL, OPT_NO_MMAP},
 	{"format", required_argument, NULL, OPT_FORMAT},
+	{"match", required_argument, NULL, OPT_MATCH},
+	{"cgroup", required_argument, NULL, OPT_CGROUP},
+	{"max-processes", required_argument, NULL, OPT_MAX_PROCESSES},
 	{NULL, 0, NULL, 0},
 };
 
@@ -302,6 +316,21 @@ static bool parse_valued(int c, const char *arg, struct cli_opts *o, struct cli_
 		}
 		o->snapshot_keep = (unsigned)l;
 		return true;
+	case OPT_MATCH:
+		if (!arg[0]) return set_err(err, errlen, "invalid --match: empty pattern"), false;
+		if (o->select.nmatch == SELECT_MAX)
+			return set_err(err, errlen, "too many --match (at most %d)", SELECT_MAX), false;
+		o->select.match[o->select.nmatch++] = arg;
+		return true;
+	case OPT_CGROUP:
+		return select_add_cgroup(&o->select, arg, err, errlen);
+	case OPT_MAX_PROCESSES:
+		if (!parse_long(arg, 1, 4096, &l)) {
+			set_err(err, errlen, "invalid --max-processes '%s': expected 1 .. 4096", arg);
+			return false;
+		}
+		o->select.max_processes = (int)l;
+		return true;
 	case OPT_FILE_MODE:
 		if (parse_mode(arg, &o->file_mode)) return true;
 		set_err(err, errlen, "invalid --file-mode '%s': expected an octal permission mode such as "
@@ -349,12 +378,33 @@ static enum cli_result check_combination(const struct cli_opts *o, const struct 
 			o->cmd[0]);
 		return CLI_ERROR;
 	}
-	if (seen->pid && o->cmd) {
-		set_err(err, errlen, "give either -p PID or -- CMD, not both");
+	bool selecting = select_active(&o->select);
+	if ((seen->pid || selecting) && o->cmd) {
+		set_err(err, errlen, "give either -p PID (or --match, --cgroup) or -- CMD, not both");
 		return CLI_ERROR;
 	}
-	if (!seen->pid && !o->cmd) {
-		set_err(err, errlen, "nothing to trace: give -p PID or -- CMD [ARGS...] (try --help)");
+	if (!seen->pid && !o->cmd && !selecting) {
+		set_err(err, errlen, "nothing to trace: give -p PID, --match PATTERN, --cgroup PATH or "
+			"-- CMD [ARGS...] (try --help)");
+		return CLI_ERROR;
+	}
+	if (o->select.max_processes && !selecting) {
+		set_err(err, errlen, "--max-processes goes with --match or --cgroup");
+		return CLI_ERROR;
+	}
+	if (selecting && !o->output && !o->snapshot_dir) {
+		set_err(err, errlen, "--match and --cgroup write no continuous trace unless -o FILE "
+			"(with %%p) is given: give --snapshot-dir DIR, or -o");
+		return CLI_ERROR;
+	}
+	if (selecting && o->output && !o->no_trace && !strstr(o->output, "%p")) {
+		set_err(err, errlen, "with --match or --cgroup, each process needs its own trace: put "
+			"%%p (replaced by the PID) in the -o file name, e.g. -o trace-%%p.ctf");
+		return CLI_ERROR;
+	}
+	if (selecting && o->hold_exec) {
+		set_err(err, errlen, "--hold-exec goes with -p only for now (processes found by "
+			"--match or --cgroup are attached just after their exec)");
 		return CLI_ERROR;
 	}
 	if ((seen->interval || seen->keep) && !o->snapshot_dir) {
@@ -398,5 +448,9 @@ enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, 
 		if (r != CLI_OK) return r;
 	}
 	if (optind < argc) o->cmd = &argv[optind];
+	if (select_active(&o->select)) {
+		if (!o->select.max_processes) o->select.max_processes = SELECT_DEFAULT_MAX_PROCESSES;
+		if (!o->output) o->no_trace = true; /* snapshots only, unless -o */
+	}
 	return check_combination(o, &seen, err, errlen);
 }

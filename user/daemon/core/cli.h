@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "common/msg.h" /* MEMTRACED_VERSION */
+#include "select/select.h"
 
 #define CLI_DEFAULT_RATE 1e-5
 #define CLI_DEFAULT_STACK_BYTES 65536u
@@ -49,6 +50,8 @@ struct cli_opts {
 	bool no_carried;           /* --inject=no: uprobes even if the target carries a sampler */
 	bool hold_exec;            /* --hold-exec (-p): ptrace-hold the process at each exec until the
 				      new program's probes are in place (-- CMD always is) */
+	struct select_opts select; /* --match, --cgroup, --max-processes: processes found by name or
+				      cgroup, now and as they exec (select.h) */
 };
 
 #define CLI_DEFAULT_FILE_MODE 0600

@@ -94,6 +94,7 @@ static void follow_exec(struct targets *ts, struct target *t, uint64_t exec_ns)
 		return;
 	}
 	n->our_child = t->our_child;
+	n->selected = t->selected;
 	n->hold = t->hold;
 	snprintf(n->base_path, sizeof n->base_path, "%s", t->base_path);
 	unsigned skipped = 0;
@@ -205,6 +206,94 @@ static void follow_fork(struct targets *ts, pid_t parent, pid_t child)
 	say_note(note);
 }
 
+/* Selected processes traced now (--max-processes counts these, not the -p ones). */
+static int count_selected(const struct targets *ts)
+{
+	int n = 0;
+	for (int i = 0; i < ts->n; i++) n += ts->t[i]->active && ts->t[i]->selected;
+	return n;
+}
+
+/* --match, --cgroup: traces pid, found running (just_execd false) or at the exec of a program
+ * that is selected, like a -p PID; its libraries are resolved as ld.so will load them when it
+ * has just exec'd. Quiet when it is gone already (a short program). */
+static void follow_selected(struct targets *ts, pid_t pid, bool just_execd, const char *why)
+{
+	if (count_selected(ts) >= ts->o->select.max_processes) {
+		msg_warn("PID %d (%s) not traced: --max-processes %d are traced already", (int)pid, why,
+			 ts->o->select.max_processes);
+		return;
+	}
+	char err[1024] = "";
+	struct target *n = targets_add(ts, pid);
+	if (!n) {
+		msg_error("out of memory, not tracing PID %d", (int)pid);
+		return;
+	}
+	n->selected = true;
+	bool ok = target_check_pid(pid, err, sizeof err) == 0;
+	if (ok) {
+		target_exe_path(pid, n->exe, sizeof n->exe);
+		target_program_name(pid, NULL, n->exe, n->name, sizeof n->name);
+		ok = (just_execd ? psites_for_exec(n->exe, pid, &n->sites, err, sizeof err)
+				 : psites_for_pid(pid, &n->sites, err, sizeof err)) == 0;
+	}
+	if (ok && target_prepare_outputs(ts, n) != 0) {
+		snprintf(err, sizeof err, "cannot prepare its trace");
+		ok = false;
+	}
+	if (ok && target_start_session(ts, n, just_execd, err, sizeof err) < 0) ok = false;
+	if (!ok) {
+		if (target_check_pid(pid, NULL, 0) == 0)
+			msg_say("PID %d (%s): not traced: %s", (int)pid, why, err);
+		target_release_outputs(ts, n, true);
+		n->ok = true; /* a process gone at once is no failure of ours */
+		return;
+	}
+	msg_info("PID %d (%s) traced: %s", (int)pid, n->exe, why);
+	n->pidfd = target_pidfd(pid);
+	char note[512];
+	if (ts->lc) lifecycle_watch(ts->lc, pid, note, sizeof note);
+	say_note(note);
+}
+
+void targets_select_running(struct targets *ts)
+{
+	const struct select_opts *so = &ts->o->select;
+	if (!select_active(so)) return;
+	pid_t *pids = calloc(4096, sizeof *pids);
+	int n = pids ? select_scan(so, pids, 4096) : 0;
+	for (int i = 0; i < n; i++) {
+		if (targets_find_active(ts, pids[i])) continue; /* a -p PID */
+		struct select_proc p;
+		char why[700] = "";
+		if (select_describe(pids[i], &p) == 0 && select_matches(so, &p, why, sizeof why))
+			follow_selected(ts, pids[i], false, why);
+	}
+	free(pids);
+}
+
+/* An exec outside the traced processes (--match, --cgroup see them all): a selected program? */
+static void exec_elsewhere(struct targets *ts, pid_t pid)
+{
+	struct select_proc p;
+	char why[700] = "";
+	if (select_describe(pid, &p) == 0 && select_matches(&ts->o->select, &p, why, sizeof why))
+		follow_selected(ts, pid, true, why);
+}
+
+/* A selected process exec'd: traced on if the new program is selected too. */
+static bool still_selected(struct targets *ts, struct target *t)
+{
+	struct select_proc p;
+	if (!t->selected || select_describe(t->pid, &p) < 0 ||
+	    select_matches(&ts->o->select, &p, NULL, 0))
+		return true; /* gone: its exit ends it */
+	msg_info("PID %d exec'd %s, which --match/--cgroup do not select: no longer traced",
+		 (int)t->pid, p.exe);
+	return false;
+}
+
 /* The link map of t changed: probe the allocation functions of libraries loaded since. */
 static void follow_dlopen(struct target *t)
 {
@@ -244,8 +333,13 @@ void targets_follow_lifecycle(struct targets *ts)
 	struct lifecycle_event ev;
 	while (lifecycle_next(ts->lc, &ev)) {
 		struct target *t = targets_find_active(ts, ev.pid);
+		if (!t && ev.kind == LC_EXEC && select_active(&ts->o->select)) exec_elsewhere(ts, ev.pid);
 		if (!t) continue;
-		if (ev.kind == LC_EXEC) follow_exec(ts, t, ev.time_ns);
+		if (ev.kind == LC_EXEC && !still_selected(ts, t)) {
+			session_exec_at(t->s, ev.time_ns);
+			target_finish(ts, t, FINISH_EXEC, NULL);
+			lifecycle_unwatch(ts->lc, t->pid);
+		} else if (ev.kind == LC_EXEC) follow_exec(ts, t, ev.time_ns);
 		else if (ev.kind == LC_FORK && ts->o->follow_forks) follow_fork(ts, ev.pid, ev.child);
 		else if (ev.kind == LC_DLOPEN) t->dlopen_pending = true;
 	}

@@ -149,7 +149,8 @@ static int start_tracing(struct targets *ts, bool spawn, char *lc_note, size_t n
 		}
 	}
 	if (!ts->o->probe_floor) { /* exec, fork and dlopen (not in the benchmarks' probe floor) */
-		ts->lc = lifecycle_open(ts->o->follow_forks, lc_note, notelen);
+		ts->lc = lifecycle_open(ts->o->follow_forks, select_active(&ts->o->select), lc_note,
+					notelen);
 		if (!ts->lc) {
 			msg_error("out of memory");
 			return 1;
@@ -211,6 +212,10 @@ static void poll_targets(struct targets *ts, struct status_view **view, bool *cm
 			 int *wstatus)
 {
 	int nactive = targets_count_active(ts);
+	if (nactive == 0) { /* --match, --cgroup: none traced now; their execs are awaited */
+		usleep(POLL_MS * 1000);
+		return;
+	}
 	int slice = POLL_MS / nactive < MIN_POLL_MS ? MIN_POLL_MS : POLL_MS / nactive;
 	if (hold_waiting(ts)) slice = 1; /* its lifecycle event may still be on its way */
 	bool polled = false;
@@ -286,7 +291,8 @@ static bool trace_until_done(struct targets *ts, struct status_view *view, bool 
 	uint64_t interval_ns = (uint64_t)(ts->o->snapshot_interval * 1e9);
 	uint64_t next_snapshot = start + interval_ns;
 	bool all_ok = true;
-	while (targets_count_active(ts) > 0) {
+	bool selecting = select_active(&ts->o->select);
+	while (targets_count_active(ts) > 0 || selecting) {
 		poll_targets(ts, &view, cmd_exited, wstatus);
 		targets_follow_lifecycle(ts);
 		targets_drop_finished(ts, &all_ok);
@@ -438,7 +444,11 @@ int main(int argc, char **argv)
 	if (ts.nholds && ts.lc) prepare_execs(&ts);
 	if (o.follow_forks && ts.lc && !lifecycle_uses_bpf(ts.lc))
 		msg_warn("--follow-forks needs the BPF lifecycle watcher: forks are not followed");
+	if (select_active(&o.select) && !lifecycle_uses_bpf(ts.lc))
+		msg_warn("--match and --cgroup need the BPF lifecycle watcher to see new programs: "
+			 "only the processes running now are traced");
 	let_targets_run(&ts, &sp, spawn);
+	targets_select_running(&ts);
 
 	int wstatus = 0;
 	bool exited = false;

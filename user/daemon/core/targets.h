@@ -37,6 +37,8 @@ struct target {
 	struct hold *hold;    /* the ptrace hold this process is under (-- CMD, --hold-exec), or
 				 NULL; borrowed from struct targets */
 	bool initial;         /* one of the processes named on the command line */
+	bool selected;        /* found by --match or --cgroup (now or at an exec): detached when it
+				 execs a program that is not selected */
 	struct session *begun; /* begun already (an exec prepared while held): its trace starts */
 	struct sampler_ctl *sampler; /* --inject: our sampler in it, started (inject_mode.h) */
 	struct tracer *attached; /* a spare attached to its sites already (a fork's child), or NULL */
@@ -104,5 +106,7 @@ void targets_print_traces(const struct targets *ts);
 
 /* follow.c: acts on what the traced processes did since the last call (exec, fork, dlopen). */
 void targets_follow_lifecycle(struct targets *ts);
+/* --match, --cgroup: attaches to the selected processes that run now (up to --max-processes). */
+void targets_select_running(struct targets *ts);
 
 #endif

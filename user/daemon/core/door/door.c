@@ -54,6 +54,20 @@ DIR *door_proc_opendir(pid_t pid, const char *name)
 	return opendir(path);
 }
 
+ssize_t door_proc_readlink(pid_t pid, const char *name, char *buf, size_t len)
+{
+	char path[320];
+	if (!len || !proc_path(path, sizeof path, pid, name)) {
+		errno = EINVAL;
+		return -1;
+	}
+	ssize_t n = readlink(path, buf, len - 1);
+	buf[n > 0 ? n : 0] = '\0';
+	return n;
+}
+
+DIR *door_proc_list(void) { return opendir("/proc"); }
+
 int door_proc_root(pid_t pid)
 {
 	char path[64];

@@ -26,6 +26,10 @@ FILE *door_proc_fopen(pid_t pid, const char *name_fmt, ...) __attribute__((forma
 int door_proc_open(pid_t pid, const char *name, bool writable);
 /* A /proc/PID/NAME directory (task). NULL with errno. */
 DIR *door_proc_opendir(pid_t pid, const char *name);
+/* The link /proc/PID/NAME (exe, cwd...) into buf, NUL-terminated: its length, or -1. */
+ssize_t door_proc_readlink(pid_t pid, const char *name, char *buf, size_t len);
+/* /proc itself, to list the processes. NULL with errno. */
+DIR *door_proc_list(void);
 /* /proc/PID/root as an O_PATH directory, to resolve a target's paths in. -1 with errno. */
 int door_proc_root(pid_t pid);
 

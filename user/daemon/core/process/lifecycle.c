@@ -78,7 +78,7 @@ static int on_record(void *ctx, void *data, size_t len)
 
 static int quiet_libbpf(enum libbpf_print_level level, const char *fmt, va_list ap) { return 0; }
 
-struct lifecycle *lifecycle_open(bool follow_forks, char *note, size_t notelen)
+struct lifecycle *lifecycle_open(bool follow_forks, bool all_execs, char *note, size_t notelen)
 {
 	if (notelen) note[0] = 0;
 	struct lifecycle *lc = calloc(1, sizeof(*lc));
@@ -93,6 +93,7 @@ struct lifecycle *lifecycle_open(bool follow_forks, char *note, size_t notelen)
 	int e = sk ? 0 : -errno;
 	if (sk) {
 		sk->rodata->follow_forks = follow_forks;
+		sk->rodata->all_execs = all_execs;
 		/* the dlopen probe is attached per process (lifecycle_watch) */
 		e = lifecycle_bpf__load(sk);
 		if (!e) {

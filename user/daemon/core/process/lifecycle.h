@@ -30,8 +30,9 @@ struct lifecycle_event {
 struct lifecycle;
 
 /* Loads the BPF watcher; on failure the /proc fallback (*note says why, else ""). NULL only
- * when out of memory. env MEMTRACED_LIFECYCLE=proc forces the fallback (tests). */
-struct lifecycle *lifecycle_open(bool follow_forks, char *note, size_t notelen);
+ * when out of memory. env MEMTRACED_LIFECYCLE=proc forces the fallback (tests). all_execs:
+ * the exec of every process is an event (--match, --cgroup; the BPF watcher only). */
+struct lifecycle *lifecycle_open(bool follow_forks, bool all_execs, char *note, size_t notelen);
 bool lifecycle_uses_bpf(const struct lifecycle *lc);
 /* Starts (or after an exec, renews) watching pid. A process without ld.so (static) gets no
  * dlopen probe: *note says so. Returns 0, or -1 with a message. */

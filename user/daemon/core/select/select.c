@@ -1,0 +1,197 @@
+/* Selecting processes by name and cgroup (select.h). */
+#include "select.h"
+#include "door/door.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+bool select_active(const struct select_opts *s) { return s->nmatch > 0 || s->ncgroup > 0; }
+
+/* Where the cgroup v2 hierarchy is mounted: /sys/fs/cgroup, or /sys/fs/cgroup/unified on a
+ * hybrid host (our own mountinfo). */
+bool select_cgroup_root(char *out, size_t len)
+{
+	FILE *f = door_proc_fopen(getpid(), "mountinfo");
+	char line[1024];
+	bool found = false;
+	while (f && !found && fgets(line, sizeof line, f)) {
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS... - FSTYPE SOURCE SUPER */
+		char mnt[512], fstype[64];
+		const char *dash = strstr(line, " - ");
+		if (dash && sscanf(dash, " - %63s", fstype) == 1 && strcmp(fstype, "cgroup2") == 0 &&
+		    sscanf(line, "%*s %*s %*s %*s %511s", mnt) == 1) {
+			snprintf(out, len, "%s", mnt);
+			found = true;
+		}
+	}
+	if (f) fclose(f);
+	return found;
+}
+
+bool select_add_cgroup(struct select_opts *s, const char *path, char *err, size_t errlen)
+{
+	if (s->ncgroup == SELECT_MAX) {
+		snprintf(err, errlen, "too many --cgroup (at most %d)", SELECT_MAX);
+		return false;
+	}
+	char root[512];
+	if (!select_cgroup_root(root, sizeof root)) {
+		snprintf(err, errlen, "--cgroup '%s': no cgroup v2 hierarchy is mounted", path);
+		return false;
+	}
+	const char *rel = path;
+	if (strncmp(rel, root, strlen(root)) == 0 && (rel[strlen(root)] == '/' || !rel[strlen(root)]))
+		rel += strlen(root);
+	char norm[512];
+	int n = snprintf(norm, sizeof norm, "/%s", rel + strspn(rel, "/"));
+	if (n < 0 || (size_t)n >= sizeof norm || strstr(norm, "/..")) {
+		snprintf(err, errlen, "invalid --cgroup '%s'", path);
+		return false;
+	}
+	while (n > 1 && norm[n - 1] == '/') norm[--n] = '\0';
+	char dir[1100];
+	struct statfs fs;
+	snprintf(dir, sizeof dir, "%s%s", root, strcmp(norm, "/") ? norm : "");
+	if (statfs(dir, &fs) != 0) {
+		snprintf(err, errlen, "--cgroup '%s': %s is no cgroup v2 directory (%s)", path, dir,
+			 strerror(errno));
+		return false;
+	}
+	if (fs.f_type != CGROUP2_SUPER_MAGIC) {
+		snprintf(err, errlen, "--cgroup '%s': %s is no cgroup v2 directory", path, dir);
+		return false;
+	}
+	snprintf(s->cgroup[s->ncgroup++], sizeof s->cgroup[0], "%s", norm);
+	return true;
+}
+
+/* The first line of /proc/PID/NAME, without its newline. */
+static bool proc_line(pid_t pid, const char *name, char *buf, size_t len)
+{
+	FILE *f = door_proc_fopen(pid, "%s", name);
+	bool ok = f && fgets(buf, (int)len, f);
+	if (f) fclose(f);
+	if (ok) buf[strcspn(buf, "\n")] = '\0';
+	return ok;
+}
+
+int select_describe(pid_t pid, struct select_proc *p)
+{
+	memset(p, 0, sizeof *p);
+	if (door_proc_readlink(pid, "exe", p->exe, sizeof p->exe) <= 0)
+		return -1; /* gone, or a kernel thread */
+	char *del = strstr(p->exe, " (deleted)");
+	if (del && del[10] == '\0') *del = '\0';
+	proc_line(pid, "comm", p->comm, sizeof p->comm);
+	FILE *f = door_proc_fopen(pid, "cmdline");
+	if (f) {
+		size_t got = fread(p->argv0, 1, sizeof p->argv0 - 1, f);
+		p->argv0[got] = '\0'; /* the first NUL ends argv[0] */
+		fclose(f);
+	}
+	/* cgroup v2: the line "0::/PATH" */
+	f = door_proc_fopen(pid, "cgroup");
+	char line[600];
+	while (f && fgets(line, sizeof line, f))
+		if (strncmp(line, "0::", 3) == 0) {
+			line[strcspn(line, "\n")] = '\0';
+			snprintf(p->cgroup, sizeof p->cgroup, "%.*s", (int)sizeof p->cgroup - 1, line + 3);
+		}
+	if (f) fclose(f);
+	return 0;
+}
+
+static const char *base_of(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	return b ? b + 1 : path;
+}
+
+static bool pattern_matches(const char *pat, const struct select_proc *p, char *why, size_t whylen)
+{
+	const char *names[] = {p->exe, base_of(p->exe), p->argv0, base_of(p->argv0), p->comm};
+	static const char *const what[] = {"executable", "executable", "started as", "started as",
+					   "name"};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (names[i][0] && fnmatch(pat, names[i], 0) == 0) {
+			if (why) snprintf(why, whylen, "%s %s matches '%s'", what[i], names[i], pat);
+			return true;
+		}
+	return false;
+}
+
+static bool in_cgroup(const char *cg, const char *proc_cg)
+{
+	if (strcmp(cg, "/") == 0) return proc_cg[0] == '/';
+	size_t n = strlen(cg);
+	return strncmp(proc_cg, cg, n) == 0 && (proc_cg[n] == '\0' || proc_cg[n] == '/');
+}
+
+bool select_matches(const struct select_opts *s, const struct select_proc *p, char *why,
+		    size_t whylen)
+{
+	if (!select_active(s) || !p->exe[0]) return false;
+	char by[600] = "";
+	bool named = s->nmatch == 0;
+	for (int i = 0; i < s->nmatch && !named; i++)
+		named = pattern_matches(s->match[i], p, by, sizeof by);
+	if (!named) return false;
+	bool grouped = s->ncgroup == 0;
+	int g = 0;
+	for (; g < s->ncgroup && !grouped; g++) grouped = in_cgroup(s->cgroup[g], p->cgroup);
+	if (!grouped) return false;
+	if (why) {
+		if (s->ncgroup && by[0]) snprintf(why, whylen, "%s, in cgroup %s", by, s->cgroup[g - 1]);
+		else if (s->ncgroup) snprintf(why, whylen, "in cgroup %s", s->cgroup[g - 1]);
+		else snprintf(why, whylen, "%s", by);
+	}
+	return true;
+}
+
+/* Ours: this process and the processes it started (the parser, a -- CMD is never selected). */
+static bool is_ours(pid_t pid)
+{
+	if (pid == getpid()) return true;
+	char stat[512];
+	if (!proc_line(pid, "stat", stat, sizeof stat)) return true;
+	const char *close = strrchr(stat, ')');
+	int ppid = 0;
+	char state;
+	return !close || sscanf(close + 1, " %c %d", &state, &ppid) != 2 || ppid == getpid() ||
+	       state == 'Z';
+}
+
+static int by_pid(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+	return (x > y) - (x < y);
+}
+
+int select_scan(const struct select_opts *s, pid_t *out, int max)
+{
+	DIR *d = door_proc_list();
+	if (!d) return 0;
+	int n = 0;
+	struct dirent *e;
+	while (n < max && (e = readdir(d))) {
+		if (!isdigit((unsigned char)e->d_name[0])) continue;
+		pid_t pid = (pid_t)atoi(e->d_name);
+		struct select_proc p;
+		if (pid <= 1 || select_describe(pid, &p) < 0 || !select_matches(s, &p, NULL, 0) ||
+		    is_ours(pid))
+			continue;
+		out[n++] = pid;
+	}
+	closedir(d);
+	qsort(out, (size_t)n, sizeof *out, by_pid);
+	return n;
+}

@@ -300,7 +300,7 @@ static int put(struct pchan *c, uint32_t type, const void *head, size_t len, con
 {
 	struct shm_msg *m = shm_ring_reserve(&c->req, type, (uint32_t)(len + tail_len));
 	if (!m) return -1;
-	memcpy(m->payload, head, len);
+	if (len) memcpy(m->payload, head, len); /* PQ_REFRESH has none: head may be NULL */
 	if (tail_len) memcpy(m->payload + len, tail, tail_len);
 	shm_ring_commit(&c->req, m);
 	return 0;

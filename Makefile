@@ -222,7 +222,7 @@ DEPS_TRACER := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libca
                libdebuginfod-dev
 DEPS_TEST   := g++ procps python3 debuginfod gdb cargo rustc libclang-rt-14-dev libprotobuf-c-dev protobuf-c-compiler chromium \
                golang-go nodejs tmux libjemalloc2 libjemalloc-dev libtcmalloc-minimal4 \
-               libmimalloc2.0
+               libmimalloc2.0 python3-prometheus-client util-linux
 DEPS_BENCH  := bpfcc-tools python3-bpfcc linux-headers-amd64 heaptrack redis-server redis-tools \
                time util-linux
 DEPS := $(DEPS_TRACER) $(DEPS_TEST)

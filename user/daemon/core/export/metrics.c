@@ -1,0 +1,125 @@
+/* Prometheus text exposition (metrics.h). Each family once, HELP and TYPE first, then one
+ * sample per process; label values escaped as the format says (\\, \" and \n). */
+#include "metrics.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct out {
+	char *buf;
+	size_t len, cap;
+	bool failed;
+};
+
+static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct out *o, const char *fmt, ...)
+{
+	for (int tries = 0; tries < 2 && !o->failed; tries++) {
+		va_list ap;
+		va_start(ap, fmt);
+		int n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+		va_end(ap);
+		if (n < 0) break;
+		if ((size_t)n < o->cap - o->len) {
+			o->len += (size_t)n;
+			return;
+		}
+		size_t cap = 2 * (o->cap + (size_t)n);
+		char *grown = realloc(o->buf, cap);
+		if (!grown) break;
+		o->buf = grown;
+		o->cap = cap;
+	}
+	o->failed = true;
+}
+
+/* A label value: \ " and newline escaped, other bytes as they are (the format is UTF-8; a
+ * comm that is not stays readable as bytes). */
+static void put_label(struct out *o, const char *v)
+{
+	char esc[2 * 64 + 1];
+	size_t k = 0;
+	for (const char *c = v ? v : ""; *c && k + 2 < sizeof esc; c++) {
+		if (*c == '\\' || *c == '"') esc[k++] = '\\', esc[k++] = *c;
+		else if (*c == '\n') esc[k++] = '\\', esc[k++] = 'n';
+		else esc[k++] = *c;
+	}
+	esc[k] = '\0';
+	put(o, "%s", esc);
+}
+
+static void family(struct out *o, const char *name, const char *type, const char *help)
+{
+	put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+enum value_kind { V_LIVE_BYTES, V_LIVE_OBJECTS, V_ALLOCATED, V_SAMPLES };
+
+static void per_process(struct out *o, const struct metrics_proc *p, size_t n, const char *name,
+			const char *type, const char *help, enum value_kind k)
+{
+	family(o, name, type, help);
+	for (size_t i = 0; i < n; i++) {
+		put(o, "%s{pid=\"%d\",comm=\"", name, (int)p[i].pid);
+		put_label(o, p[i].comm);
+		switch (k) {
+		case V_LIVE_BYTES: put(o, "\"} %.0f\n", p[i].live_bytes); break;
+		case V_LIVE_OBJECTS: put(o, "\"} %.0f\n", p[i].live_objects); break;
+		case V_ALLOCATED: put(o, "\"} %.0f\n", p[i].allocated_bytes); break;
+		case V_SAMPLES: put(o, "\"} %llu\n", (unsigned long long)p[i].samples); break;
+		}
+	}
+}
+
+char *metrics_render(const struct metrics_proc *p, size_t n, const struct metrics_daemon *d,
+		     size_t *len)
+{
+	struct out o = {.cap = 4096};
+	o.buf = malloc(o.cap);
+	if (!o.buf) return NULL;
+	o.buf[0] = '\0';
+	per_process(&o, p, n, "memtraced_live_bytes", "gauge",
+		    "Heap bytes live in the process, estimated from its live sampled blocks.",
+		    V_LIVE_BYTES);
+	per_process(&o, p, n, "memtraced_live_objects", "gauge",
+		    "Heap blocks live in the process, estimated from its live sampled blocks.",
+		    V_LIVE_OBJECTS);
+	per_process(&o, p, n, "memtraced_allocated_bytes_total", "counter",
+		    "Heap bytes allocated by the process since memtraced attached, estimated.",
+		    V_ALLOCATED);
+	per_process(&o, p, n, "memtraced_samples_total", "counter",
+		    "Sampled allocations of the process since memtraced attached.", V_SAMPLES);
+	family(&o, "memtraced_dropped_samples_total", "counter",
+	       "Sampled allocations lost before memtraced read them, by process and reason.");
+	static const char *const reason[] = {"ringbuf_full", "live_map_full", "stack_copy"};
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v[3] = {p[i].drop_ringbuf, p[i].drop_map_full, p[i].drop_stack_copy};
+		for (int r = 0; r < 3; r++) {
+			put(&o, "memtraced_dropped_samples_total{pid=\"%d\",comm=\"", (int)p[i].pid);
+			put_label(&o, p[i].comm);
+			put(&o, "\",reason=\"%s\"} %llu\n", reason[r], (unsigned long long)v[r]);
+		}
+	}
+	family(&o, "memtraced_processes", "gauge", "Processes memtraced traces now.");
+	put(&o, "memtraced_processes %llu\n", (unsigned long long)d->processes);
+	family(&o, "memtraced_attach_failures_total", "counter",
+	       "Processes memtraced was to trace and could not.");
+	put(&o, "memtraced_attach_failures_total %llu\n", (unsigned long long)d->attach_failures);
+	family(&o, "memtraced_ringbuf_fill_ratio", "gauge",
+	       "How full the fullest BPF ring buffer is, 0 to 1.");
+	put(&o, "memtraced_ringbuf_fill_ratio %.4f\n", d->ringbuf_fill);
+	family(&o, "process_cpu_seconds_total", "counter",
+	       "Total user and system CPU time of memtraced (its parser included) in seconds.");
+	put(&o, "process_cpu_seconds_total %.3f\n", d->cpu_seconds);
+	family(&o, "process_resident_memory_bytes", "gauge", "memtraced's resident memory in bytes.");
+	put(&o, "process_resident_memory_bytes %llu\n", (unsigned long long)d->resident_bytes);
+	if (o.failed) {
+		free(o.buf);
+		return NULL;
+	}
+	*len = o.len;
+	return o.buf;
+}

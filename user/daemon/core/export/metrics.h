@@ -1,0 +1,37 @@
+/* The Prometheus text exposition (format 0.0.4) of what memtraced measures, for a host
+ * service's /metrics (issue 24): per traced process (labels pid and comm) its estimated live
+ * bytes and objects, bytes allocated and samples since attach, drops by reason; daemon-wide
+ * the processes traced, attach failures, memtraced's own CPU seconds and resident bytes, and
+ * how full its ring buffers are. Names and types follow Prometheus's conventions (base units,
+ * counters end in _total). Rendered by the daemon from numbers it keeps; no request data
+ * reaches this code. */
+#ifndef MEMTRACED_EXPORT_METRICS_H
+#define MEMTRACED_EXPORT_METRICS_H
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct metrics_proc {
+	pid_t pid;
+	const char *comm;          /* any bytes: escaped as a label value */
+	double live_bytes;         /* estimated from the live sampled blocks */
+	double live_objects;
+	double allocated_bytes;    /* estimated, since attach */
+	uint64_t samples;          /* sampled allocations since attach */
+	uint64_t drop_ringbuf, drop_map_full, drop_stack_copy;
+};
+
+struct metrics_daemon {
+	uint64_t processes;        /* traced now */
+	uint64_t attach_failures;  /* processes selected or named that could not be traced */
+	double cpu_seconds;        /* memtraced's user + system time, its parser's included */
+	uint64_t resident_bytes;
+	double ringbuf_fill;       /* the fullest ring buffer's fill, 0 .. 1 */
+};
+
+/* The exposition of n processes and the daemon, NUL-terminated and malloc'ed (*len bytes
+ * without the NUL), or NULL when out of memory. */
+char *metrics_render(const struct metrics_proc *p, size_t n, const struct metrics_daemon *d,
+		     size_t *len);
+
+#endif

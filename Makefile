@@ -33,9 +33,9 @@ WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 $(WARN) -D_GNU_SOURCE -Iinclude -Iuser/format -I$(BUILD)/include
 LDLIBS_FMT    := -lz -lm
-LDLIBS_DAEMON := -lbpf -ldw -lelf -liberty -lcapstone -lseccomp -ldebuginfod -lz -lm -lpthread
+LDLIBS_DAEMON := -lmicrohttpd -lbpf -ldw -lelf -liberty -lcapstone -lseccomp -ldebuginfod -lz -lm -lpthread
 LDLIBS_CORE   := -lbpf -lelf -lseccomp -ldebuginfod -lz -lm -lpthread
-LDLIBS_PARSE  := -ldw -lelf -liberty -lcapstone -lseccomp -lz -lm -lpthread
+LDLIBS_PARSE  := -lmicrohttpd -ldw -lelf -liberty -lcapstone -lseccomp -lz -lm -lpthread
 
 ifeq ($(SANITIZE),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -219,10 +219,10 @@ clean:
 #   DEPS_BENCH   the tools the benchmarks compare with (bcc's memleak, heaptrack, redis)
 DEPS_TRACER := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libcapstone-dev \
                zlib1g-dev pkg-config binutils libiberty-dev libc6-dbg libseccomp-dev \
-               libdebuginfod-dev
+               libdebuginfod-dev libmicrohttpd-dev
 DEPS_TEST   := g++ procps python3 debuginfod gdb cargo rustc libclang-rt-14-dev libprotobuf-c-dev protobuf-c-compiler chromium \
                golang-go nodejs tmux libjemalloc2 libjemalloc-dev libtcmalloc-minimal4 \
-               libmimalloc2.0 python3-prometheus-client util-linux
+               libmimalloc2.0 python3-prometheus-client util-linux curl
 DEPS_BENCH  := bpfcc-tools python3-bpfcc linux-headers-amd64 heaptrack redis-server redis-tools \
                time util-linux
 DEPS := $(DEPS_TRACER) $(DEPS_TEST)

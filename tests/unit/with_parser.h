@@ -13,11 +13,11 @@
 
 static inline void with_parser(int argc, char **argv)
 {
-	if (argc == 3 && strcmp(argv[1], PARSER_ARG) == 0) parser_serve(PARSER_CTL_FD, atoi(argv[2]));
+	if (argc == 3 && strcmp(argv[1], PARSER_ARG) == 0) parser_serve(PARSER_CTL_FD, atoi(argv[2]), false);
 	if (geteuid() != 0) return; /* it confines itself as nobody: root only */
 	char err[512];
 	parser_set_exe("/proc/self/exe");
-	if (parser_start(err, sizeof err) < 0) {
+	if (parser_start(false, err, sizeof err) < 0) {
 		printf("FAIL parser_started: %s\n", err);
 		exit(1);
 	}

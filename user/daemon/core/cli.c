@@ -30,6 +30,10 @@ void cli_usage(FILE *out)
 		"      --max-processes N  with --match or --cgroup: trace at most N at once (default\n"
 		"                       64), warn about the others. No continuous trace unless -o\n"
 		"                       FILE with %%p: snapshots into --snapshot-dir\n"
+		"      --listen [ADDR:]PORT  serve /metrics (Prometheus) and an index at / over HTTP\n"
+		"                       on ADDR (default 127.0.0.1); an address that is not\n"
+		"                       loopback also needs --listen-public (heap profiles show\n"
+		"                       code paths)\n"
 		"  -o, --output FILE    trace file (default: memtrace-PID.ctf in the current directory);\n"
 		"                       %%p in FILE is replaced by the PID (needed with several -p);\n"
 		"                       'none': no continuous trace, only snapshots\n"
@@ -162,7 +166,7 @@ int cli_exec_output_path(const char *base, unsigned n, char *buf, size_t len)
 enum { OPT_PROBE_FLOOR = 256, OPT_STACK_BYTES, OPT_NO_STATUS, OPT_TOP, OPT_TOP_INTERVAL, OPT_TOP_BY,
        OPT_SNAP_DIR, OPT_SNAP_INTERVAL, OPT_SNAP_KEEP, OPT_FILE_MODE, OPT_FOLLOW_FORKS,
        OPT_HOLD_EXEC, OPT_RING_SIZE, OPT_INJECT, OPT_NO_MMAP, OPT_FORMAT, OPT_MATCH, OPT_CGROUP,
-       OPT_MAX_PROCESSES };
+       OPT_MAX_PROCESSES, OPT_LISTEN, OPT_LISTEN_PUBLIC };
 
 /* Which options were given, for the checks across options. */
 struct cli_seen {
@@ -196,6 +200,8 @@ static const struct option longopts[] = {
 	{"match", required_argument, NULL, OPT_MATCH},
 	{"cgroup", required_argument, NULL, OPT_CGROUP},
 	{"max-processes", required_argument, NULL, OPT_MAX_PROCESSES},
+	{"listen", required_argument, NULL, OPT_LISTEN},
+	{"listen-public", no_argument, NULL, OPT_LISTEN_PUBLIC},
 	{NULL, 0, NULL, 0},
 };
 
@@ -322,6 +328,10 @@ static bool parse_valued(int c, const char *arg, struct cli_opts *o, struct cli_
 			return set_err(err, errlen, "too many --match (at most %d)", SELECT_MAX), false;
 		o->select.match[o->select.nmatch++] = arg;
 		return true;
+	case OPT_LISTEN:
+		if (!arg[0]) return set_err(err, errlen, "invalid --listen: empty"), false;
+		o->listen = arg;
+		return true;
 	case OPT_CGROUP:
 		return select_add_cgroup(&o->select, arg, err, errlen);
 	case OPT_MAX_PROCESSES:
@@ -358,6 +368,7 @@ static enum cli_result parse_option(int c, char **argv, struct cli_opts *o, stru
 	case OPT_FOLLOW_FORKS: o->follow_forks = true; return CLI_OK;
 	case OPT_HOLD_EXEC: o->hold_exec = true; return CLI_OK;
 	case OPT_NO_MMAP: o->no_mmap = true; return CLI_OK;
+	case OPT_LISTEN_PUBLIC: o->listen_public = true; return CLI_OK;
 	case ':':
 		set_err(err, errlen, "option '%s' needs a value", argv[optind - 1]);
 		return CLI_ERROR;

@@ -50,6 +50,8 @@ struct cli_opts {
 	bool no_carried;           /* --inject=no: uprobes even if the target carries a sampler */
 	bool hold_exec;            /* --hold-exec (-p): ptrace-hold the process at each exec until the
 				      new program's probes are in place (-- CMD always is) */
+	const char *listen;        /* --listen [ADDR:]PORT: serve /metrics and / (NULL: no) */
+	bool listen_public;        /* --listen-public: an address that is not loopback is allowed */
 	struct select_opts select; /* --match, --cgroup, --max-processes: processes found by name or
 				      cgroup, now and as they exec (select.h) */
 };

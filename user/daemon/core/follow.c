@@ -244,8 +244,10 @@ static void follow_selected(struct targets *ts, pid_t pid, bool just_execd, cons
 	}
 	if (ok && target_start_session(ts, n, just_execd, err, sizeof err) < 0) ok = false;
 	if (!ok) {
-		if (target_check_pid(pid, NULL, 0) == 0)
+		if (target_check_pid(pid, NULL, 0) == 0) {
 			msg_say("PID %d (%s): not traced: %s", (int)pid, why, err);
+			ts->attach_failures++;
+		}
 		target_release_outputs(ts, n, true);
 		n->ok = true; /* a process gone at once is no failure of ours */
 		return;

@@ -290,6 +290,7 @@ static bool trace_until_done(struct targets *ts, struct status_view *view, bool 
 	uint64_t start = trace_out_mono_now_ns();
 	uint64_t interval_ns = (uint64_t)(ts->o->snapshot_interval * 1e9);
 	uint64_t next_snapshot = start + interval_ns;
+	uint64_t next_publish = start;
 	bool all_ok = true;
 	bool selecting = select_active(&ts->o->select);
 	while (targets_count_active(ts) > 0 || selecting) {
@@ -304,6 +305,10 @@ static bool trace_until_done(struct targets *ts, struct status_view *view, bool 
 			break;
 		}
 		snapshots_if_due(ts, interval_ns, &next_snapshot);
+		if (ts->o->listen && trace_out_mono_now_ns() >= next_publish) {
+			targets_publish(ts); /* a process gone meanwhile has no series any more */
+			next_publish = trace_out_mono_now_ns() + 1000000000ULL;
+		}
 	}
 	status_close(view);
 	targets_drop_finished(ts, &all_ok); /* all finished by now */
@@ -407,11 +412,19 @@ int main(int argc, char **argv)
 	/* the files and stacks of the targets are parsed by an unprivileged child, forked now
 	 * while this process has one thread (sandbox/sandbox.h) */
 	char perr[512] = "";
-	if (parser_start(perr, sizeof perr) < 0) {
+	if (parser_start(o.listen != NULL, perr, sizeof perr) < 0) {
 		msg_error("cannot start the unprivileged parser: %s", perr);
 		return 1;
 	}
 	atexit(parser_stop); /* reaped at the end: its CPU time counts as ours (bench) */
+	if (o.listen) { /* the socket is ours (a port below 1024 too); the server is the parser's */
+		int lfd = targets_listen(o.listen, o.listen_public, perr, sizeof perr);
+		if (lfd < 0 || parser_listen(lfd, perr, sizeof perr) < 0) {
+			msg_error("%s", perr);
+			return lfd == -2 ? 2 : 1;
+		}
+		msg_info("serving /metrics and / on http://%s/", o.listen);
+	}
 
 	bool spawn = o.cmd != NULL;
 	/* static: what it holds stays reachable on early error exits (LeakSanitizer) */

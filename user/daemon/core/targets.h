@@ -67,6 +67,7 @@ struct targets {
 	struct exec_prep *prep;          /* execs prepared on the holds' threads (exec_prep.h) */
 	struct trace_record *traces;     /* the trace files written, for the final list */
 	int ntraces, traces_cap;
+	uint64_t attach_failures;        /* selected processes that could not be traced (--listen) */
 };
 
 /* Why tracing of a target ends (the message and the summary follow from it). */
@@ -108,5 +109,11 @@ void targets_print_traces(const struct targets *ts);
 void targets_follow_lifecycle(struct targets *ts);
 /* --match, --cgroup: attaches to the selected processes that run now (up to --max-processes). */
 void targets_select_running(struct targets *ts);
+/* --listen: publishes /metrics and / for the parser's HTTP server (exporting.c). */
+void targets_publish(struct targets *ts);
+/* --listen [ADDR:]PORT: the listening socket (opened here, as root, then handed to the parser),
+ * or -2 for a spec that is refused (not loopback without allow_public), -1 when it cannot
+ * listen, with a message. */
+int targets_listen(const char *spec, bool allow_public, char *err, size_t errlen);
 
 #endif

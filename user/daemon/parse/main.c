@@ -12,13 +12,14 @@
 int main(int argc, char **argv)
 {
 	char *end = NULL;
-	long daemon = argc == 3 && strcmp(argv[1], PARSER_ARG) == 0 ? strtol(argv[2], &end, 10) : 0;
+	bool http = argc == 4 && strcmp(argv[3], PARSER_ARG_HTTP) == 0;
+	long daemon = (argc == 3 || http) && strcmp(argv[1], PARSER_ARG) == 0 ? strtol(argv[2], &end, 10) : 0;
 	if (!end || *end || daemon <= 1) {
 		fprintf(stderr, "memtraced-parse: memtraced's unprivileged parser, started by memtraced "
-			"only (memtraced-parse " PARSER_ARG " DAEMON_PID, its socket on fd %d)\n",
+			"only (memtraced-parse " PARSER_ARG " DAEMON_PID [" PARSER_ARG_HTTP "], its socket on fd %d)\n",
 			PARSER_CTL_FD);
 		return 2;
 	}
-	parser_serve(PARSER_CTL_FD, (pid_t)daemon);
+	parser_serve(PARSER_CTL_FD, (pid_t)daemon, http);
 	return 0;
 }

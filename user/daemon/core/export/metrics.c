@@ -108,9 +108,11 @@ char *metrics_render(const struct metrics_proc *p, size_t n, const struct metric
 	family(&o, "memtraced_attach_failures_total", "counter",
 	       "Processes memtraced was to trace and could not.");
 	put(&o, "memtraced_attach_failures_total %llu\n", (unsigned long long)d->attach_failures);
-	family(&o, "memtraced_ringbuf_fill_ratio", "gauge",
-	       "How full the fullest BPF ring buffer is, 0 to 1.");
-	put(&o, "memtraced_ringbuf_fill_ratio %.4f\n", d->ringbuf_fill);
+	if (d->ringbuf_fill >= 0) {
+		family(&o, "memtraced_ringbuf_fill_ratio", "gauge",
+		       "How full the fullest BPF ring buffer is, 0 to 1.");
+		put(&o, "memtraced_ringbuf_fill_ratio %.4f\n", d->ringbuf_fill);
+	}
 	family(&o, "process_cpu_seconds_total", "counter",
 	       "Total user and system CPU time of memtraced (its parser included) in seconds.");
 	put(&o, "process_cpu_seconds_total %.3f\n", d->cpu_seconds);

@@ -26,7 +26,7 @@ struct metrics_daemon {
 	uint64_t attach_failures;  /* processes selected or named that could not be traced */
 	double cpu_seconds;        /* memtraced's user + system time, its parser's included */
 	uint64_t resident_bytes;
-	double ringbuf_fill;       /* the fullest ring buffer's fill, 0 .. 1 */
+	double ringbuf_fill;       /* the fullest ring buffer's fill, 0 .. 1; < 0: not known (left out) */
 };
 
 /* The exposition of n processes and the daemon, NUL-terminated and malloc'ed (*len bytes

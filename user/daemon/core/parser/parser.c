@@ -192,7 +192,7 @@ static int find_parser_exe(char *err, size_t errlen)
 	return 0;
 }
 
-int parser_start(char *err, size_t errlen)
+int parser_start(bool serving_http, char *err, size_t errlen)
 {
 	if (find_parser_exe(err, errlen) < 0) return -1;
 	int sv[2];
@@ -216,7 +216,8 @@ int parser_start(char *err, size_t errlen)
 		else if (dup2(sv[1], PARSER_CTL_FD) < 0) _exit(127);
 		char dpid[24];
 		snprintf(dpid, sizeof dpid, "%d", (int)daemon);
-		char *args[] = {(char *)"memtraced-parse", (char *)PARSER_ARG, dpid, NULL};
+		char *args[] = {(char *)"memtraced-parse", (char *)PARSER_ARG, dpid,
+				(char *)(serving_http ? PARSER_ARG_HTTP : NULL), NULL};
 		execve(parser_exe, args, environ);
 		_exit(127);
 	}
@@ -256,6 +257,14 @@ void parser_stop(void)
 	P.pid = -1;
 }
 
+int parser_send_fd(int fd, char tag)
+{
+	pthread_mutex_lock(&P.lock);
+	int rc = P.ctl >= 0 ? send_fd(P.ctl, fd, tag) : -1;
+	pthread_mutex_unlock(&P.lock);
+	return rc;
+}
+
 /* ---- channels ---- */
 
 struct pchan *pchan_open(char *err, size_t errlen)
@@ -273,10 +282,7 @@ struct pchan *pchan_open(char *err, size_t errlen)
 	c->bytes = bytes;
 	shm_ring_attach(&c->req, c->mem, PARSER_REQ_RING);
 	shm_ring_attach(&c->res, (char *)c->mem + shm_ring_bytes(PARSER_REQ_RING), PARSER_RES_RING);
-	pthread_mutex_lock(&P.lock);
-	int rc = P.ctl >= 0 ? send_fd(P.ctl, fd, 'C') : -1;
-	pthread_mutex_unlock(&P.lock);
-	if (rc < 0) goto fail;
+	if (parser_send_fd(fd, PARSER_TAG_CHANNEL) < 0) goto fail;
 	close(fd);
 	return c;
 fail:

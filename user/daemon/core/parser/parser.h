@@ -22,7 +22,7 @@
 void parser_set_exe(const char *path);
 /* Forks and executes the parser (it confines itself) and starts the broker. Call it while single-threaded.
  * 0, or -1 with a message. */
-int parser_start(char *err, size_t errlen);
+int parser_start(bool serving_http, char *err, size_t errlen);
 bool parser_started(void);
 pid_t parser_pid(void);
 /* Why the parser is gone ("killed by SIGSYS: ..."), or NULL while it runs (or never ran). */
@@ -52,6 +52,13 @@ int pchan_try_send(struct pchan *c, uint32_t type, const void *head, size_t len,
 int pchan_recv(struct pchan *c, void *buf, size_t cap, size_t *len, uint32_t want);
 /* The parser sent what it must not (why): it is killed, c is broken. */
 void pchan_break(struct pchan *c, const char *why);
+/* --listen: hands the listening socket fd to the parser's HTTP server (and closes ours). */
+int parser_listen(int fd, char *err, size_t errlen);
+/* Publishes a document the server serves at path (publish.c): 0, or -1 when it cannot now. */
+int parser_publish(const char *path, const char *type, const void *bytes, size_t len);
+/* Sends fd on the control socket with its tag (protocol.h). */
+int parser_send_fd(int fd, char tag);
+
 /* The parser may open /proc/PID files of pid (done for every pid a request names). */
 void parser_allow_pid(pid_t pid);
 

@@ -41,6 +41,17 @@ static const int allowed[] = {
 	SCMP_SYS(recvmsg), SCMP_SYS(sendmsg), SCMP_SYS(poll), SCMP_SYS(ppoll),
 };
 
+/* With --listen only: serving HTTP on the listening socket the daemon handed over
+ * (libmicrohttpd's accept, epoll and socket options, its eventfd to wake its thread). No
+ * socket, bind or connect: it cannot reach out, nor listen anywhere else. */
+static const int serving[] = {
+	SCMP_SYS(accept4), SCMP_SYS(accept), SCMP_SYS(epoll_create1), SCMP_SYS(epoll_ctl),
+	SCMP_SYS(epoll_wait), SCMP_SYS(epoll_pwait), SCMP_SYS(setsockopt), SCMP_SYS(getsockopt),
+	SCMP_SYS(getsockname), SCMP_SYS(getpeername), SCMP_SYS(shutdown), SCMP_SYS(sendto),
+	SCMP_SYS(recvfrom), SCMP_SYS(eventfd2), SCMP_SYS(pipe2), SCMP_SYS(select),
+	SCMP_SYS(pselect6),
+};
+
 /* Sent to the broker: the parser cannot name a file by itself. */
 static const int brokered[] = {
 	SCMP_SYS(open), SCMP_SYS(openat), SCMP_SYS(openat2), SCMP_SYS(stat), SCMP_SYS(lstat),
@@ -110,7 +121,7 @@ static int drop_privileges(char *err, size_t errlen)
 	return 0;
 }
 
-int sandbox_confine(char *err, size_t errlen)
+int sandbox_confine(bool serving_http, char *err, size_t errlen)
 {
 	if (drop_privileges(err, errlen) < 0) return -1;
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
@@ -121,6 +132,12 @@ int sandbox_confine(char *err, size_t errlen)
 	int rc = 0;
 	for (size_t i = 0; i < sizeof allowed / sizeof allowed[0] && rc == 0; i++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0);
+	for (size_t i = 0; serving_http && i < sizeof serving / sizeof serving[0] && rc == 0; i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, serving[i], 0);
+	/* libmicrohttpd names its threads (PR_SET_NAME); no other prctl */
+	if (serving_http && rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,
+				      SCMP_A0(SCMP_CMP_EQ, PR_SET_NAME));
 	/* fstat(fd) is newfstatat(fd, "", AT_EMPTY_PATH) in glibc: allowed with that flag (its
 	 * path is not looked at: with another path it stats that as nobody, which only tells
 	 * what any process of nobody can see), the broker's otherwise */

@@ -4,6 +4,7 @@
  * notification. */
 #ifndef MEMTRACED_CONFINE_H
 #define MEMTRACED_CONFINE_H
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Files the parser may hold open at once (RLIMIT_NOFILE). */
@@ -12,6 +13,6 @@
 /* In the parser (single-threaded at that point): drops every
  * privilege and installs the seccomp filter. Returns the filter's notification fd (to be sent
  * to the daemon, then closed here), or -1 with a message in err. */
-int sandbox_confine(char *err, size_t errlen);
+int sandbox_confine(bool serving_http, char *err, size_t errlen);
 
 #endif

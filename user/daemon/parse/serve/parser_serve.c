@@ -5,6 +5,7 @@
 #include "protocol/protocol.h"
 #include "confine/confine.h"
 #include "elf/objfacts.h"
+#include "http/http.h"
 #include "protocol/shm_ring.h"
 #include "sites/allocsyms.h"
 #include "unwind/stacks.h"
@@ -85,6 +86,16 @@ static void reply_facts(struct chan *c, const struct shm_msg *m)
 	memset(f, 0, sizeof *f);
 	f->rc = elf_facts_of(path, symbol, &f->facts, f->err, sizeof f->err);
 	shm_ring_commit(&c->res, r);
+}
+
+static void publish(const struct shm_msg *m)
+{
+	if (m->len < sizeof(struct pq_publish)) _exit(3);
+	const struct pq_publish *q = (const void *)m->payload;
+	if (q->len > m->len - sizeof *q || !memchr(q->path, 0, sizeof q->path) ||
+	    !memchr(q->type, 0, sizeof q->type))
+		_exit(3);
+	http_publish(q->path, q->type, q + 1, q->len);
 }
 
 static void reply_open(struct chan *c, const struct shm_msg *m)
@@ -205,6 +216,7 @@ static void *serve_channel(void *arg)
 			reply_sites(c, m->type, m);
 			break;
 		case PQ_FACTS: reply_facts(c, m); break;
+		case PQ_PUBLISH: publish(m); break;
 		case PQ_OPEN: reply_open(c, m); break;
 		case PQ_UNWIND: reply_unwind(c, m); break;
 		case PQ_REFRESH: if (c->st) stacks_refresh(c->st); break;
@@ -223,9 +235,9 @@ static void *serve_channel(void *arg)
 
 /* ---- the process ---- */
 
-static int recv_fd(int sock)
+static int recv_fd(int sock, char *tag_out)
 {
-	char tag, buf[CMSG_SPACE(sizeof(int))];
+	char tag = 0, buf[CMSG_SPACE(sizeof(int))];
 	struct iovec iov = {&tag, 1};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = buf,
 			    .msg_controllen = sizeof buf};
@@ -235,6 +247,7 @@ static int recv_fd(int sock)
 	if (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int))) return -2;
 	int fd;
 	memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+	*tag_out = tag;
 	return fd;
 }
 
@@ -269,7 +282,7 @@ static void try_opens(const char *list)
 	}
 }
 
-void parser_serve(int ctl, pid_t daemon)
+void parser_serve(int ctl, pid_t daemon, bool serving_http)
 {
 	daemon_pid = daemon;
 	/* not in the terminal's process group (^C is the daemon's to handle), and nothing of the
@@ -292,15 +305,24 @@ void parser_serve(int ctl, pid_t daemon)
 	if (urls && *urls) stacks_fetch_debuginfo_from(BROKER_DEBUGINFOD_PREFIX);
 	unsetenv("DEBUGINFOD_URLS");
 	char err[512] = "";
-	int nfd = sandbox_confine(err, sizeof err);
+	int nfd = sandbox_confine(serving_http, err, sizeof err);
 	send_ready(ctl, nfd, err);
 	if (nfd < 0) _exit(2);
 	close(nfd);
 	try_opens(getenv("MEMTRACED_TEST_PARSER_OPEN"));
 	for (;;) {
-		int fd = recv_fd(ctl);
+		char tag;
+		int fd = recv_fd(ctl, &tag);
 		if (fd == -1) _exit(0); /* the daemon is done (or gone) */
 		if (fd < 0) continue;
+		if (tag == PARSER_TAG_LISTEN) { /* --listen: the socket the daemon opened */
+			char herr[256];
+			if (http_start(fd, herr, sizeof herr) < 0) {
+				fprintf(stderr, "memtraced: the HTTP server cannot start: %s\n", herr);
+				close(fd);
+			}
+			continue;
+		}
 		struct chan *c = calloc(1, sizeof *c);
 		size_t bytes = shm_ring_bytes(PARSER_REQ_RING) + shm_ring_bytes(PARSER_RES_RING);
 		void *mem = c ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;

@@ -4,8 +4,10 @@
  * discovery, an object's facts, a process's unwinder. Never returns. */
 #ifndef MEMTRACED_SERVE_H
 #define MEMTRACED_SERVE_H
+#include <stdbool.h>
 #include <sys/types.h>
 
-void parser_serve(int ctl_fd, pid_t daemon);
+/* serving_http: --listen, the seccomp filter lets it serve HTTP on a socket it is given. */
+void parser_serve(int ctl_fd, pid_t daemon, bool serving_http);
 
 #endif

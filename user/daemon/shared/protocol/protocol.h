@@ -23,6 +23,10 @@
  * control socket on this fd. */
 #define PARSER_ARG "--parser"
 #define PARSER_CTL_FD 3
+#define PARSER_ARG_HTTP "--http" /* a third argument: it will serve HTTP (--listen) */
+/* What an fd sent on the control socket is (its one byte of data). */
+#define PARSER_TAG_CHANNEL 'C'
+#define PARSER_TAG_LISTEN 'L'
 
 /* The name under which the parser asks for a debug file from a debuginfod server (libdw's own
  * debuginfod client is off there: it would need the network): the broker fetches
@@ -41,6 +45,7 @@ enum parser_msg {
 	PQ_REFRESH,         /* no payload */
 	PQ_FINAL_MAPS,      /* struct pq_final_maps + text: in parts, the last one says so */
 	PQ_FACTS,           /* struct pq_facts -> PR_FACTS */
+	PQ_PUBLISH,         /* struct pq_publish + the document: served at its path (--listen) */
 	/* replies */
 	PR_SITES = 100,     /* struct pr_sites */
 	PR_OPENED,          /* struct pr_opened */
@@ -72,6 +77,13 @@ struct pr_facts {
 	int rc;
 	char err[256];
 	struct elf_facts facts;
+};
+
+/* A document the daemon rendered, for the parser's HTTP server (parse/http/http.h). */
+struct pq_publish {
+	char path[64];                /* "/metrics" */
+	char type[64];                /* its content type; "" with len 0: removed */
+	uint32_t len;                 /* the bytes follow the struct */
 };
 
 /* A channel serves one process's unwinder (PQ_OPEN once, then the others) or the allocator

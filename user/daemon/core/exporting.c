@@ -1,0 +1,178 @@
+/* --listen: what the daemon publishes for the parser's HTTP server, once a second (targets.h):
+ * /metrics (core/export/metrics.h) and an index page at /. Built from the sessions' counters
+ * and tries; the process names are read through the door. */
+#include "targets.h"
+#include "door/door.h"
+#include "export/metrics.h"
+#include "model/trie.h"
+#include "parser/parser.h"
+#include "common/msg.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+struct live_sum {
+	uint64_t blocks, nsamples, alloc_nsamples;
+};
+
+static int add_node(void *ctx, uint32_t index, const struct trie_node *node)
+{
+	(void)index;
+	struct live_sum *s = ctx;
+	s->blocks += node->c.live_blocks;
+	s->nsamples += node->c.live_nsamples;
+	s->alloc_nsamples += node->c.alloc_nsamples;
+	return 0;
+}
+
+/* The CPU seconds of pid from /proc/PID/stat (utime + stime), 0 if gone. */
+static double cpu_of(pid_t pid)
+{
+	FILE *f = door_proc_fopen(pid, "stat");
+	char buf[1024] = "";
+	if (f) {
+		if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
+		fclose(f);
+	}
+	const char *p = strrchr(buf, ')');
+	unsigned long long ut = 0, st = 0;
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return 0;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static void daemon_figures(struct metrics_daemon *d)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	d->cpu_seconds = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+			 (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+	if (parser_pid() > 0) d->cpu_seconds += cpu_of(parser_pid());
+	FILE *f = door_proc_fopen(getpid(), "statm");
+	unsigned long long size = 0, rss = 0;
+	if (f) {
+		if (fscanf(f, "%llu %llu", &size, &rss) != 2) rss = 0;
+		fclose(f);
+	}
+	d->resident_bytes = rss * (uint64_t)sysconf(_SC_PAGESIZE);
+	d->ringbuf_fill = -1; /* not known with this libbpf (ring__avail_data_size is 1.3's) */
+}
+
+/* HTML-escaped s into out. */
+static void html(char *out, size_t len, const char *s)
+{
+	size_t k = 0;
+	for (; *s && k + 7 < len; s++) {
+		const char *e = *s == '<' ? "&lt;" : *s == '>' ? "&gt;" : *s == '&' ? "&amp;" :
+				*s == '"' ? "&quot;" : NULL;
+		if (e) k += (size_t)snprintf(out + k, len - k, "%s", e);
+		else out[k++] = *s;
+	}
+	out[k] = '\0';
+}
+
+void targets_publish(struct targets *ts)
+{
+	int n = 0;
+	for (int i = 0; i < ts->n; i++) n += ts->t[i]->active && ts->t[i]->s;
+	struct metrics_proc *p = calloc((size_t)n + 1, sizeof *p);
+	char (*comm)[64] = calloc((size_t)n + 1, sizeof *comm);
+	size_t page_cap = 4096 + (size_t)n * 9000, plen = 0;
+	char *page = malloc(page_cap);
+	if (!p || !comm || !page) goto out;
+	plen += (size_t)snprintf(page, page_cap, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+				 "<title>memtraced</title></head><body><h1>memtraced</h1>\n<ul>"
+				 "<li><a href=\"/metrics\">/metrics</a>: Prometheus text exposition</li>"
+				 "</ul>\n<h2>Traced processes</h2>\n<table><tr><th>pid</th><th>program"
+				 "</th><th>live (estimated)</th></tr>\n");
+	int k = 0;
+	for (int i = 0; i < ts->n && k < n; i++) {
+		struct target *t = ts->t[i];
+		if (!t->active || !t->s) continue;
+		struct session_totals tot;
+		session_get_totals(t->s, &tot);
+		struct trie *tr = session_trie(t->s);
+		struct live_sum ls = {0};
+		if (tr) trie_for_each_node(tr, add_node, &ls);
+		double per_sample = tr ? 8.0 / trie_rate(tr) : 0;
+		FILE *f = door_proc_fopen(t->pid, "comm");
+		if (!f || !fgets(comm[k], sizeof comm[k], f)) snprintf(comm[k], sizeof comm[k], "?");
+		if (f) fclose(f);
+		comm[k][strcspn(comm[k], "\n")] = '\0';
+		p[k] = (struct metrics_proc){.pid = t->pid, .comm = comm[k],
+			.live_bytes = ls.nsamples * per_sample, .live_objects = (double)ls.blocks,
+			.allocated_bytes = ls.alloc_nsamples * per_sample, .samples = tot.samples,
+			.drop_ringbuf = tot.drop_ringbuf, .drop_map_full = tot.drop_map_full,
+			.drop_stack_copy = tot.drop_stack_copy};
+		char name[8192];
+		html(name, sizeof name, t->exe);
+		if (plen < page_cap)
+			plen += (size_t)snprintf(page + plen, page_cap - plen,
+						 "<tr><td>%d</td><td>%s</td><td>%.0f bytes</td></tr>\n",
+						 (int)t->pid, name, p[k].live_bytes);
+		k++;
+	}
+	if (plen < page_cap) plen += (size_t)snprintf(page + plen, page_cap - plen, "</table></body></html>\n");
+	if (plen >= page_cap) plen = page_cap - 1;
+	struct metrics_daemon d = {.processes = (uint64_t)k, .attach_failures = ts->attach_failures};
+	daemon_figures(&d);
+	size_t len;
+	char *text = metrics_render(p, (size_t)k, &d, &len);
+	if (text) parser_publish("/metrics", "text/plain; version=0.0.4; charset=utf-8", text, len);
+	parser_publish("/", "text/html; charset=utf-8", page, plen);
+	free(text);
+out:
+	free(p);
+	free(comm);
+	free(page);
+}
+
+int targets_listen(const char *spec, bool allow_public, char *err, size_t errlen)
+{
+	char host[256] = "127.0.0.1";
+	const char *port_s = spec, *colon = strrchr(spec, ':');
+	if (colon) {
+		size_t hl = (size_t)(colon - spec);
+		if (hl == 0 || hl >= sizeof host) {
+			snprintf(err, errlen, "invalid --listen '%s': expected [ADDR:]PORT", spec);
+			return -2;
+		}
+		memcpy(host, spec, hl);
+		host[hl] = '\0';
+		port_s = colon + 1;
+	}
+	char *end;
+	long port = strtol(port_s, &end, 10);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	if (!*port_s || *end || port < 1 || port > 65535 ||
+	    inet_pton(AF_INET, strcmp(host, "localhost") ? host : "127.0.0.1", &sa.sin_addr) != 1) {
+		snprintf(err, errlen, "invalid --listen '%s': expected [ADDR:]PORT, ADDR an IPv4 "
+			 "address (default 127.0.0.1), PORT 1 .. 65535", spec);
+		return -2;
+	}
+	bool loopback = (ntohl(sa.sin_addr.s_addr) >> 24) == 127;
+	if (!loopback && !allow_public) {
+		snprintf(err, errlen, "--listen %s is not a loopback address: heap profiles show code "
+			 "paths; give --listen-public too to serve them there", spec);
+		return -2;
+	}
+	if (!loopback)
+		msg_warn("--listen %s: anyone who reaches this address sees the traced processes' "
+			 "code paths and memory figures", spec);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int one = 1;
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+	    bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 64) < 0) {
+		snprintf(err, errlen, "cannot listen on %s: %s", spec, strerror(errno));
+		if (fd >= 0) close(fd);
+		return -1;
+	}
+	return fd;
+}

@@ -123,6 +123,7 @@ MEMTRACED_TEST_PARSER_SYSCALL=50 "$MT" -o "$TMP/killed.ctf" --rate 1e-2 -- "$SIT
 	>"$TMP/killed.out" 2>"$TMP/killed.err"
 rc=$?
 check privsep_killed_reported grep -q 'unprivileged parser is gone (killed by SIGSYS: it made a system call its seccomp filter forbids' "$TMP/killed.err"
+check privsep_killed_names_the_call grep -q 'the unprivileged parser made a forbidden system call: socket (41)' "$TMP/killed.err"
 # the command ran to its end unchanged, with its own exit status
 "$SITES" run 3000 >"$TMP/plain.out" 2>/dev/null
 prc=$?

@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,8 @@
 
 struct live_sum {
 	uint64_t blocks, nsamples, alloc_nsamples;
+	double objects;  /* estimated: each live sampled block stands for 1/P(sampled) blocks */
+	double rate;
 };
 
 static int add_node(void *ctx, uint32_t index, const struct trie_node *node)
@@ -29,6 +32,15 @@ static int add_node(void *ctx, uint32_t index, const struct trie_node *node)
 	s->blocks += node->c.live_blocks;
 	s->nsamples += node->c.live_nsamples;
 	s->alloc_nsamples += node->c.alloc_nsamples;
+	return 0;
+}
+
+static int add_block(void *ctx, const struct trie_block *b)
+{
+	struct live_sum *s = ctx;
+	double words = b->bytes / 8.0 < 1 ? 1 : b->bytes / 8.0;
+	double p = -expm1(words * log1p(-s->rate)); /* 1 - (1 - rate)^words */
+	s->objects += p > 0 ? 1 / p : 0;
 	return 0;
 }
 
@@ -99,15 +111,17 @@ void targets_publish(struct targets *ts)
 		struct session_totals tot;
 		session_get_totals(t->s, &tot);
 		struct trie *tr = session_trie(t->s);
-		struct live_sum ls = {0};
+		struct live_sum ls = {.rate = tr ? trie_rate(tr) : 1};
 		if (tr) trie_for_each_node(tr, add_node, &ls);
+		if (tr && ls.rate < 1) trie_for_each_live_block(tr, add_block, &ls);
+		else ls.objects = (double)ls.blocks;
 		double per_sample = tr ? 8.0 / trie_rate(tr) : 0;
 		FILE *f = door_proc_fopen(t->pid, "comm");
 		if (!f || !fgets(comm[k], sizeof comm[k], f)) snprintf(comm[k], sizeof comm[k], "?");
 		if (f) fclose(f);
 		comm[k][strcspn(comm[k], "\n")] = '\0';
 		p[k] = (struct metrics_proc){.pid = t->pid, .comm = comm[k],
-			.live_bytes = ls.nsamples * per_sample, .live_objects = (double)ls.blocks,
+			.live_bytes = ls.nsamples * per_sample, .live_objects = ls.objects,
 			.allocated_bytes = ls.alloc_nsamples * per_sample, .samples = tot.samples,
 			.drop_ringbuf = tot.drop_ringbuf, .drop_map_full = tot.drop_map_full,
 			.drop_stack_copy = tot.drop_stack_copy};

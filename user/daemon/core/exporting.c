@@ -47,12 +47,8 @@ static int add_block(void *ctx, const struct trie_block *b)
 /* The CPU seconds of pid from /proc/PID/stat (utime + stime), 0 if gone. */
 static double cpu_of(pid_t pid)
 {
-	FILE *f = door_proc_fopen(pid, "stat");
 	char buf[1024] = "";
-	if (f) {
-		if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
-		fclose(f);
-	}
+	door_proc_line(pid, "stat", buf, sizeof buf);
 	const char *p = strrchr(buf, ')');
 	unsigned long long ut = 0, st = 0;
 	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
@@ -116,10 +112,8 @@ void targets_publish(struct targets *ts)
 		if (tr && ls.rate < 1) trie_for_each_live_block(tr, add_block, &ls);
 		else ls.objects = (double)ls.blocks;
 		double per_sample = tr ? 8.0 / trie_rate(tr) : 0;
-		FILE *f = door_proc_fopen(t->pid, "comm");
-		if (!f || !fgets(comm[k], sizeof comm[k], f)) snprintf(comm[k], sizeof comm[k], "?");
-		if (f) fclose(f);
-		comm[k][strcspn(comm[k], "\n")] = '\0';
+		if (!door_proc_line(t->pid, "comm", comm[k], sizeof comm[k]))
+			snprintf(comm[k], sizeof comm[k], "?");
 		p[k] = (struct metrics_proc){.pid = t->pid, .comm = comm[k],
 			.live_bytes = ls.nsamples * per_sample, .live_objects = ls.objects,
 			.allocated_bytes = ls.alloc_nsamples * per_sample, .samples = tot.samples,

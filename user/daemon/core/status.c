@@ -420,14 +420,7 @@ static void frame_line(char *frame, size_t *len, int cols, bool last, const char
 	if (w > 0) *len += (size_t)w < room ? (size_t)w : room - 1;
 }
 
-static void read_comm(pid_t pid, char *comm, size_t len)
-{
-	FILE *f = door_proc_fopen(pid, "comm");
-	if (f) {
-		if (fgets(comm, (int)len, f)) comm[strcspn(comm, "\n")] = '\0';
-		fclose(f);
-	}
-}
+static void read_comm(pid_t pid, char *comm, size_t len) { door_proc_line(pid, "comm", comm, len); }
 
 /* "PID 123 (name)" for one process, "PIDs 123 456 ..." for several. */
 static void describe_targets(struct status_view *v, const struct targets *tg, char *buf, size_t len)

@@ -34,6 +34,19 @@ FILE *door_proc_fopen(pid_t pid, const char *name_fmt, ...)
 	return fopen(path, "re");
 }
 
+bool door_proc_line(pid_t pid, const char *name, char *buf, size_t len)
+{
+	FILE *f = door_proc_fopen(pid, "%s", name);
+	char line[4096];
+	bool ok = f && fgets(line, (int)(len < sizeof line ? len : sizeof line), f);
+	if (f) fclose(f);
+	if (ok) {
+		line[strcspn(line, "\n")] = '\0';
+		snprintf(buf, len, "%s", line);
+	}
+	return ok;
+}
+
 int door_proc_open(pid_t pid, const char *name, bool writable)
 {
 	char path[320];

@@ -21,6 +21,9 @@
 
 /* /proc/PID/NAME (NAME printf-style, e.g. "task/%d/stat"), read-only text; NULL with errno. */
 FILE *door_proc_fopen(pid_t pid, const char *name_fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The first line of /proc/PID/NAME (comm, stat...) into buf, without its newline. false when
+ * it cannot be read (buf is then left as it was). */
+bool door_proc_line(pid_t pid, const char *name, char *buf, size_t len);
 /* /proc/PID/NAME as an fd: read-only, or read-write for "mem" when writable (--inject, the
  * entry break). -1 with errno. */
 int door_proc_open(pid_t pid, const char *name, bool writable);

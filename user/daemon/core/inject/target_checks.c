@@ -79,11 +79,7 @@ int inject_check_target(pid_t pid, char *err, size_t errlen)
 	long tracer = status_field(pid, "TracerPid", NULL, 0);
 	if (tracer > 0) {
 		char comm[64] = "?";
-		FILE *f = door_proc_fopen((pid_t)tracer, "comm");
-		if (f) {
-			if (fgets(comm, sizeof(comm), f)) comm[strcspn(comm, "\n")] = 0;
-			fclose(f);
-		}
+		door_proc_line((pid_t)tracer, "comm", comm, sizeof comm);
 		inject_err(err, errlen, "pid %d is already traced by pid %ld (%s): a process has one "
 		           "tracer at a time", (int)pid, tracer, comm);
 		return -1;

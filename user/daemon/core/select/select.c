@@ -74,16 +74,6 @@ bool select_add_cgroup(struct select_opts *s, const char *path, char *err, size_
 	return true;
 }
 
-/* The first line of /proc/PID/NAME, without its newline. */
-static bool proc_line(pid_t pid, const char *name, char *buf, size_t len)
-{
-	FILE *f = door_proc_fopen(pid, "%s", name);
-	bool ok = f && fgets(buf, (int)len, f);
-	if (f) fclose(f);
-	if (ok) buf[strcspn(buf, "\n")] = '\0';
-	return ok;
-}
-
 int select_describe(pid_t pid, struct select_proc *p)
 {
 	memset(p, 0, sizeof *p);
@@ -91,7 +81,7 @@ int select_describe(pid_t pid, struct select_proc *p)
 		return -1; /* gone, or a kernel thread */
 	char *del = strstr(p->exe, " (deleted)");
 	if (del && del[10] == '\0') *del = '\0';
-	proc_line(pid, "comm", p->comm, sizeof p->comm);
+	door_proc_line(pid, "comm", p->comm, sizeof p->comm);
 	FILE *f = door_proc_fopen(pid, "cmdline");
 	if (f) {
 		size_t got = fread(p->argv0, 1, sizeof p->argv0 - 1, f);
@@ -162,7 +152,7 @@ static bool is_ours(pid_t pid)
 {
 	if (pid == getpid()) return true;
 	char stat[512];
-	if (!proc_line(pid, "stat", stat, sizeof stat)) return true;
+	if (!door_proc_line(pid, "stat", stat, sizeof stat)) return true;
 	const char *close = strrchr(stat, ')');
 	int ppid = 0;
 	char state;

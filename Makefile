@@ -31,10 +31,10 @@ MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null || echo x86_64-linux-gnu
 
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=gnu11 $(WARN) -D_GNU_SOURCE -Iinclude -Iuser/format -I$(BUILD)/include
-LDLIBS_FMT    := -lz -lm
-LDLIBS_DAEMON := -lmicrohttpd -lbpf -ldw -lelf -liberty -lcapstone -lseccomp -ldebuginfod -lz -lm -lpthread
-LDLIBS_CORE   := -lbpf -lelf -lseccomp -ldebuginfod -lz -lm -lpthread
+CFLAGS   += -std=gnu11 $(WARN) -D_GNU_SOURCE -Iinclude -Iuser/format -I$(BUILD)/include -I$(BUILD)/gen
+LDLIBS_FMT    := -lprotobuf-c -lz -lm
+LDLIBS_DAEMON := -lprotobuf-c -lmicrohttpd -lbpf -ldw -lelf -liberty -lcapstone -lseccomp -ldebuginfod -lz -lm -lpthread
+LDLIBS_CORE   := -lprotobuf-c -lbpf -lelf -lseccomp -ldebuginfod -lz -lm -lpthread
 LDLIBS_PARSE  := -lmicrohttpd -ldw -lelf -liberty -lcapstone -lseccomp -lz -lm -lpthread
 
 ifeq ($(SANITIZE),1)
@@ -44,7 +44,7 @@ BUILD   := build-san
 endif
 
 FMT_SRCS    := $(wildcard user/format/*.c)
-FMT_OBJS    := $(FMT_SRCS:%.c=$(BUILD)/obj/%.o)
+FMT_OBJS    := $(FMT_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/profile.pb-c.o
 TOOL_SRCS   := $(wildcard user/tools/*.c)
 TOOLS       := $(TOOL_SRCS:user/tools/%.c=$(BUILD)/bin/%)
 CORE_SRCS   := $(filter-out user/daemon/core/main.c,$(wildcard user/daemon/core/*.c user/daemon/core/*/*.c))
@@ -164,7 +164,7 @@ $(BUILD)/tests/targets/alloc_workload_static: tests/targets/alloc_workload.cc
 # compiled with the fuzzer's coverage and ASan/UBSan into BUILD/fuzz/obj (the system libraries,
 # libelf, libdw, capstone, are not instrumented). The linker takes only the objects a target uses.
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
-               -std=gnu11 -D_GNU_SOURCE -Iinclude -Iuser/format -I$(BUILD)/include
+               -std=gnu11 -D_GNU_SOURCE -Iinclude -Iuser/format -I$(BUILD)/include -I$(BUILD)/gen
 $(BUILD)/fuzz/obj/%.o: %.c $(SKELS) $(wildcard include/*.h user/format/*.h) $(DAEMON_HDRS)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) $(call side_inc,$<) -c $< -o $@
@@ -213,14 +213,14 @@ clean:
 # Debian packages, installed by the target that needs them (only the missing ones, so `make test`
 # on a ready machine does not touch apt):
 #   DEPS_TRACER  build and run memtraced and the trace tools the demo uses (`make demo`)
-#   DEPS_TEST    everything else `make` builds (C++ and allocator workloads, memtrace-pprof,
+#   DEPS_TEST    everything else `make` builds (C++ and allocator workloads,
 #                Rust workloads, sanitizers, fuzzing) and what the tests run against (chromium,
 #                go tool pprof, node, tmux, the alternative allocators, gdb)
 #   DEPS_BENCH   the tools the benchmarks compare with (bcc's memleak, heaptrack, redis)
 DEPS_TRACER := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libcapstone-dev \
                zlib1g-dev pkg-config binutils libiberty-dev libc6-dbg libseccomp-dev \
-               libdebuginfod-dev libmicrohttpd-dev
-DEPS_TEST   := g++ procps python3 debuginfod gdb cargo rustc libclang-rt-14-dev libprotobuf-c-dev protobuf-c-compiler chromium \
+               libdebuginfod-dev libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler
+DEPS_TEST   := g++ procps python3 debuginfod gdb cargo rustc libclang-rt-14-dev chromium \
                golang-go nodejs tmux libjemalloc2 libjemalloc-dev libtcmalloc-minimal4 \
                libmimalloc2.0 python3-prometheus-client util-linux curl
 DEPS_BENCH  := bpfcc-tools python3-bpfcc linux-headers-amd64 heaptrack redis-server redis-tools \
@@ -234,17 +234,16 @@ deps:
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
 	fi
 
-# memtrace-pprof: protobuf-c code generated from pprof's schema (user/tools/profile.proto).
+# pprof profiles: protobuf-c code generated from pprof's schema (user/tools/profile.proto).
 $(BUILD)/gen/profile.pb-c.c $(BUILD)/gen/profile.pb-c.h &: user/tools/profile.proto
 	@mkdir -p $(BUILD)/gen
 	protoc-c --proto_path=user/tools --c_out=$(BUILD)/gen $<
-$(BUILD)/obj/user/tools/memtrace-pprof.o: $(BUILD)/gen/profile.pb-c.h
-$(BUILD)/obj/user/tools/memtrace-pprof.o: CFLAGS += -I$(BUILD)/gen
-$(BUILD)/bin/memtrace-pprof: $(BUILD)/obj/gen/profile.pb-c.o
-$(BUILD)/bin/memtrace-pprof: LDLIBS_FMT += -lprotobuf-c
+# The format library's pprof writer (user/format/pprof_build.c) is built on it; memtrace-pprof
+# and memtraced's /debug/pprof/heap use that.
+$(BUILD)/obj/user/format/pprof_build.o $(BUILD)/fuzz/obj/user/format/pprof_build.o: $(BUILD)/gen/profile.pb-c.h
 $(BUILD)/obj/gen/profile.pb-c.o: $(BUILD)/gen/profile.pb-c.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -I$(BUILD)/gen -c $< -o $@
+	$(CC) $(CFLAGS) -c $< -o $@
 
 # The injector's test pieces (tests/unit/test_inject.c): a library to place into targets, a
 # -static copy of a target (refused: no dynamic linker), and a dynamic program without libc

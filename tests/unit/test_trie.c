@@ -83,5 +83,24 @@ int main(void)
 	CHECK("deep_and_wide", nd != TRIE_NONE && trie_intern(t, deep, 300) == nd &&
 				   trie_node(t, nd)->depth == 300 && trie_node_count(t) == 5 + 300 + 5000);
 	trie_free(t);
+
+	/* object estimates: a sampled block of w words stands for 1 / (1 - (1 - rate)^w) blocks */
+	t = trie_new(0.01);
+	uint64_t one[1] = {7};
+	uint32_t n1 = trie_intern(t, one, 1);
+	trie_block_alloc(t, 1, 41, n1, 8, 1);    /* 1 word: weight 100 */
+	trie_block_alloc(t, 2, 40, n1, 8000, 9); /* 1000 words: weight 1 / (1 - 0.99^1000) ~ 1 */
+	const struct trie_node *e = trie_node(t, n1);
+	double w1 = trie_object_weight(t, 8), w1000 = trie_object_weight(t, 8000);
+	CHECK("object_weight_one_word", w1 > 99.99 && w1 < 100.01);
+	CHECK("object_weight_large_block", w1000 > 1.0 && w1000 < 1.0001);
+	CHECK("alloc_objects_est", e->c.alloc_objects_est > 100.99 && e->c.alloc_objects_est < 101.01);
+	CHECK("next_id_past_highest", trie_next_id(t) == 42);
+	trie_block_free(t, 1, NULL);
+	CHECK("live_objects_est_after_free", trie_node(t, n1)->c.live_objects_est < 1.0001);
+	trie_block_free(t, 2, NULL);
+	CHECK("live_objects_est_zero", trie_node(t, n1)->c.live_objects_est == 0);
+	CHECK("alloc_objects_est_stays", trie_node(t, n1)->c.alloc_objects_est > 100.99);
+	trie_free(t);
 	return CHECK_DONE();
 }

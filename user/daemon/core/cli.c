@@ -403,9 +403,9 @@ static enum cli_result check_combination(const struct cli_opts *o, const struct 
 		set_err(err, errlen, "--max-processes goes with --match or --cgroup");
 		return CLI_ERROR;
 	}
-	if (selecting && !o->output && !o->snapshot_dir) {
+	if (selecting && !o->output && !o->snapshot_dir && !o->listen) {
 		set_err(err, errlen, "--match and --cgroup write no continuous trace unless -o FILE "
-			"(with %%p) is given: give --snapshot-dir DIR, or -o");
+			"(with %%p) is given: give --snapshot-dir DIR, --listen, or -o");
 		return CLI_ERROR;
 	}
 	if (selecting && o->output && !o->no_trace && !strstr(o->output, "%p")) {
@@ -423,8 +423,8 @@ static enum cli_result check_combination(const struct cli_opts *o, const struct 
 			seen->interval ? "--snapshot-interval" : "--snapshot-keep");
 		return CLI_ERROR;
 	}
-	if (o->no_trace && !o->snapshot_dir && !o->probe_floor) {
-		set_err(err, errlen, "-o none writes no trace: give --snapshot-dir DIR for snapshots");
+	if (o->no_trace && !o->snapshot_dir && !o->listen && !o->probe_floor) {
+		set_err(err, errlen, "-o none writes no trace: give --snapshot-dir DIR for snapshots, or --listen");
 		return CLI_ERROR;
 	}
 	if (o->npids > 1 && o->output && !o->no_trace && !strstr(o->output, "%p")) {

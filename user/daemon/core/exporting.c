@@ -1,11 +1,15 @@
 /* --listen: what the daemon publishes for the parser's HTTP server, once a second (targets.h):
- * /metrics (core/export/metrics.h) and an index page at /. Built from the sessions' counters
- * and tries; the process names are read through the door. */
+ * /metrics (core/export/metrics.h) and an index page at /; and the heap profiles it asks for
+ * (core/export/heap_profile.h). Built from the sessions' counters and tries; the process
+ * names are read through the door. */
 #include "targets.h"
 #include "door/door.h"
+#include "export/heap_profile.h"
 #include "export/metrics.h"
 #include "model/trie.h"
+#include "output/trace_out.h"
 #include "parser/parser.h"
+#include "protocol/protocol.h"
 #include "common/msg.h"
 
 #include <arpa/inet.h>
@@ -20,27 +24,17 @@
 #include <unistd.h>
 
 struct live_sum {
-	uint64_t blocks, nsamples, alloc_nsamples;
+	uint64_t nsamples, alloc_nsamples;
 	double objects;  /* estimated: each live sampled block stands for 1/P(sampled) blocks */
-	double rate;
 };
 
 static int add_node(void *ctx, uint32_t index, const struct trie_node *node)
 {
 	(void)index;
 	struct live_sum *s = ctx;
-	s->blocks += node->c.live_blocks;
 	s->nsamples += node->c.live_nsamples;
 	s->alloc_nsamples += node->c.alloc_nsamples;
-	return 0;
-}
-
-static int add_block(void *ctx, const struct trie_block *b)
-{
-	struct live_sum *s = ctx;
-	double words = b->bytes / 8.0 < 1 ? 1 : b->bytes / 8.0;
-	double p = -expm1(words * log1p(-s->rate)); /* 1 - (1 - rate)^words */
-	s->objects += p > 0 ? 1 / p : 0;
+	s->objects += node->c.live_objects_est;
 	return 0;
 }
 
@@ -98,6 +92,10 @@ void targets_publish(struct targets *ts)
 	plen += (size_t)snprintf(page, page_cap, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
 				 "<title>memtraced</title></head><body><h1>memtraced</h1>\n<ul>"
 				 "<li><a href=\"/metrics\">/metrics</a>: Prometheus text exposition</li>"
+				 "<li><a href=\"/debug/pprof/heap\">/debug/pprof/heap</a>: live heap "
+				 "(pprof; ?pid=N one process, ?seconds=N what the next N seconds "
+				 "allocate)</li><li><a href=\"/debug/pprof/allocs\">/debug/pprof/allocs"
+				 "</a>: the same, allocated bytes by default</li>"
 				 "</ul>\n<h2>Traced processes</h2>\n<table><tr><th>pid</th><th>program"
 				 "</th><th>live (estimated)</th></tr>\n");
 	int k = 0;
@@ -107,10 +105,8 @@ void targets_publish(struct targets *ts)
 		struct session_totals tot;
 		session_get_totals(t->s, &tot);
 		struct trie *tr = session_trie(t->s);
-		struct live_sum ls = {.rate = tr ? trie_rate(tr) : 1};
+		struct live_sum ls = {0};
 		if (tr) trie_for_each_node(tr, add_node, &ls);
-		if (tr && ls.rate < 1) trie_for_each_live_block(tr, add_block, &ls);
-		else ls.objects = (double)ls.blocks;
 		double per_sample = tr ? 8.0 / trie_rate(tr) : 0;
 		if (!door_proc_line(t->pid, "comm", comm[k], sizeof comm[k]))
 			snprintf(comm[k], sizeof comm[k], "?");
@@ -140,6 +136,111 @@ out:
 	free(p);
 	free(comm);
 	free(page);
+}
+
+/* ---- profiles ---- */
+
+/* A profile request held for its window (?seconds=N): the bases taken at its start. */
+struct window {
+	bool used;
+	struct pr_want w;
+	uint64_t due_ns;
+	int n;
+	struct profile_base *bases;
+};
+static struct window windows[WANT_MAX_PENDING];
+
+static void answer_text(uint32_t id, unsigned status, const char *text)
+{
+	parser_answer(id, status, "", text, strlen(text));
+}
+
+static bool wanted(const struct target *t, const struct pr_want *w)
+{
+	return t->active && t->s && session_trie(t->s) && (!w->pid || t->pid == w->pid);
+}
+
+static void answer_profile(struct targets *ts, const struct pr_want *w, const struct window *win)
+{
+	struct profile_proc *p = calloc((size_t)ts->n + 1, sizeof *p);
+	char (*comm)[64] = calloc((size_t)ts->n + 1, sizeof *comm);
+	if (!p || !comm) goto oom;
+	size_t n = 0;
+	for (int i = 0; i < ts->n; i++) {
+		struct target *t = ts->t[i];
+		if (!wanted(t, w)) continue;
+		if (!door_proc_line(t->pid, "comm", comm[n], sizeof comm[n]))
+			snprintf(comm[n], sizeof comm[n], "?");
+		p[n] = (struct profile_proc){.pid = t->pid, .comm = comm[n], .exe = t->exe,
+			.trie = session_trie(t->s), .locs = session_locations, .locs_ctx = t->s};
+		for (int k = 0; win && k < win->n; k++)
+			if (win->bases[k].trie == p[n].trie && win->bases[k].pid == t->pid)
+				p[n].base = &win->bases[k];
+		n++;
+	}
+	if (w->pid && n == 0) {
+		char text[64];
+		snprintf(text, sizeof text, "pid %d is not traced\n", (int)w->pid);
+		answer_text(w->id, 404, text);
+		goto out;
+	}
+	uint8_t *prof = NULL;
+	size_t len = 0;
+	if (heap_profile(p, n, w->kind == WANT_ALLOCS, w->seconds, &prof, &len) < 0) goto oom;
+	if (parser_answer(w->id, 200, "application/octet-stream", prof, len) < 0)
+		answer_text(w->id, 503, "the profile is too large to hand over\n");
+	free(prof);
+	goto out;
+oom:
+	answer_text(w->id, 503, "out of memory\n");
+out:
+	free(p);
+	free(comm);
+}
+
+static void end_window(struct window *win)
+{
+	for (int k = 0; k < win->n; k++) profile_base_free(&win->bases[k]);
+	free(win->bases);
+	memset(win, 0, sizeof *win);
+}
+
+/* Takes the bases of the processes a window covers. */
+static void begin_window(struct targets *ts, const struct pr_want *w)
+{
+	struct window *win = NULL;
+	for (int i = 0; i < WANT_MAX_PENDING && !win; i++)
+		if (!windows[i].used) win = &windows[i];
+	if (!win) { /* the parser holds at most as many */
+		answer_text(w->id, 503, "too many profiles asked for at once\n");
+		return;
+	}
+	win->bases = calloc((size_t)ts->n + 1, sizeof *win->bases);
+	if (!win->bases) {
+		answer_text(w->id, 503, "out of memory\n");
+		return;
+	}
+	win->used = true;
+	win->w = *w;
+	win->due_ns = trace_out_mono_now_ns() + (uint64_t)w->seconds * 1000000000ULL;
+	for (int i = 0; i < ts->n; i++)
+		if (wanted(ts->t[i], w) && profile_base_take(&win->bases[win->n], session_trie(ts->t[i]->s)) == 0)
+			win->bases[win->n++].pid = ts->t[i]->pid;
+}
+
+void targets_serve_profiles(struct targets *ts)
+{
+	struct pr_want w;
+	while (parser_next_want(&w) > 0) {
+		if (w.seconds) begin_window(ts, &w);
+		else answer_profile(ts, &w, NULL);
+	}
+	uint64_t now = trace_out_mono_now_ns();
+	for (int i = 0; i < WANT_MAX_PENDING; i++) {
+		if (!windows[i].used || now < windows[i].due_ns) continue;
+		answer_profile(ts, &windows[i].w, &windows[i]);
+		end_window(&windows[i]);
+	}
 }
 
 int targets_listen(const char *spec, bool allow_public, char *err, size_t errlen)

@@ -305,6 +305,7 @@ static bool trace_until_done(struct targets *ts, struct status_view *view, bool 
 			break;
 		}
 		snapshots_if_due(ts, interval_ns, &next_snapshot);
+		if (ts->o->listen) targets_serve_profiles(ts);
 		if (ts->o->listen && trace_out_mono_now_ns() >= next_publish) {
 			targets_publish(ts); /* a process gone meanwhile has no series any more */
 			next_publish = trace_out_mono_now_ns() + 1000000000ULL;

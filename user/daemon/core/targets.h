@@ -111,6 +111,9 @@ void targets_follow_lifecycle(struct targets *ts);
 void targets_select_running(struct targets *ts);
 /* --listen: publishes /metrics and / for the parser's HTTP server (exporting.c). */
 void targets_publish(struct targets *ts);
+/* --listen: answers the profile requests the parser's server holds (exporting.c); call it
+ * often (each turn of the main loop): a request waits for it. */
+void targets_serve_profiles(struct targets *ts);
 /* --listen [ADDR:]PORT: the listening socket (opened here, as root, then handed to the parser),
  * or -2 for a spec that is refused (not loopback without allow_public), -1 when it cannot
  * listen, with a message. */

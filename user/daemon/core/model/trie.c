@@ -7,11 +7,14 @@
 #include "trie.h"
 #include "hash.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct trie {
 	double rate;
+	double log_miss; /* log(1 - rate): a word is not sampled */
+	uint64_t next_id;
 	struct trie_node *nodes;
 	size_t n_nodes, cap_nodes;
 	uint32_t *edges; /* node index or TRIE_NONE; key = (nodes[i].parent, nodes[i].code) */
@@ -30,6 +33,7 @@ struct trie *trie_new(double rate)
 	struct trie *t = calloc(1, sizeof *t);
 	if (!t) return NULL;
 	t->rate = rate;
+	t->log_miss = log1p(-rate);
 	t->cap_nodes = 256;
 	t->edge_cap = 512;
 	t->block_cap = 1024;
@@ -142,8 +146,11 @@ int trie_block_alloc(struct trie *t, uint64_t key, uint64_t id, uint32_t node, u
 		if (t->blocks[h].key == key) return -1;
 	struct trie_counters *c = &t->nodes[node].c;
 	c->allocs++;
+	if (id >= t->next_id) t->next_id = id + 1;
 	c->alloc_nsamples += nsamples;
 	c->alloc_bytes_est += (double)nsamples / t->rate * 8.0;
+	double weight = trie_object_weight(t, bytes);
+	c->alloc_objects_est += weight;
 	if (2 * (t->n_blocks + 1) > t->block_cap) {
 		if (blocks_grow(t) < 0) return -1;
 		mask = t->block_cap - 1;
@@ -155,6 +162,7 @@ int trie_block_alloc(struct trie *t, uint64_t key, uint64_t id, uint32_t node, u
 	c->live_blocks++;
 	c->live_bytes += bytes;
 	c->live_nsamples += nsamples;
+	c->live_objects_est += weight;
 	return 0;
 }
 
@@ -169,6 +177,7 @@ int trie_block_free(struct trie *t, uint64_t key, struct trie_block *out)
 	c->live_blocks--;
 	c->live_bytes -= b.bytes;
 	c->live_nsamples -= b.nsamples;
+	c->live_objects_est = c->live_blocks ? c->live_objects_est - trie_object_weight(t, b.bytes) : 0;
 	if (out) *out = b;
 	/* backward-shift deletion: pull later members of the probe run into the hole */
 	size_t hole = h;
@@ -204,6 +213,14 @@ const struct trie_node *trie_node(const struct trie *t, uint32_t node)
 size_t trie_node_count(const struct trie *t) { return t->n_nodes; }
 size_t trie_live_count(const struct trie *t) { return t->n_blocks; }
 double trie_rate(const struct trie *t) { return t->rate; }
+uint64_t trie_next_id(const struct trie *t) { return t->next_id; }
+
+double trie_object_weight(const struct trie *t, uint64_t bytes)
+{
+	double words = bytes / 8.0 < 1 ? 1 : bytes / 8.0;
+	double p = -expm1(words * t->log_miss);
+	return p > 0 ? 1 / p : 1;
+}
 
 size_t trie_memory_bytes(const struct trie *t)
 {

@@ -25,6 +25,8 @@ struct trie_counters {
 	uint64_t live_blocks;     /* sampled blocks still live */
 	uint64_t live_bytes;      /* their actual sizes, summed */
 	uint64_t live_nsamples;   /* their nsamples (estimated live bytes: live_nsamples / rate * 8) */
+	double alloc_objects_est; /* estimated allocations: each sampled one weighs 1/P(sampled) */
+	double live_objects_est;  /* estimated live blocks, the same way */
 };
 
 struct trie_node {
@@ -72,7 +74,13 @@ size_t trie_node_count(const struct trie *t);  /* the root included */
 size_t trie_stack_count(const struct trie *t);
 uint64_t trie_sample_count(const struct trie *t);
 size_t trie_live_count(const struct trie *t);
+/* One past the highest allocation id recorded so far (0 before any): a block allocated later
+ * has an id at least this. */
+uint64_t trie_next_id(const struct trie *t);
 double trie_rate(const struct trie *t);
+/* How many blocks of this size one sampled block stands for: 1 / P(sampled), P = 1 - (1 -
+ * rate)^words (a block of w words is sampled when any of its words is). */
+double trie_object_weight(const struct trie *t, uint64_t bytes);
 size_t trie_memory_bytes(const struct trie *t); /* what the tables take */
 
 /* The context of node as codes, outermost first, into codes[0..max). Returns the full depth

@@ -356,18 +356,10 @@ void pchan_break(struct pchan *c, const char *why)
 	c->broken = true;
 }
 
-int pchan_recv(struct pchan *c, void *buf, size_t cap, size_t *len, uint32_t want)
+/* The message m of c's reply ring, read once, then checked: it lies inside the ring and fits
+ * buf. Its type, or -1 (the parser is killed, c broken). */
+static int take(struct pchan *c, struct shm_msg *m, void *buf, size_t cap, size_t *len)
 {
-	if (c->broken) return -1;
-	shm_ring_flush(&c->req); /* everything sent is there to be read */
-	int waited = 0;
-	struct shm_msg *m;
-	while (!(m = shm_ring_peek(&c->res))) {
-		if (!shm_ring_wait_msg(&c->res, want, WAIT_SLICE_MS) && !shm_ring_peek(&c->res) &&
-		    stuck_or_gone(c, &waited))
-			return -1;
-	}
-	/* read once, then checked: the message lies inside the ring and fits buf */
 	uint32_t type = m->type, mlen = m->len;
 	uint64_t off = (uint64_t)((uint8_t *)m - c->res.data);
 	if (mlen > cap || off + sizeof *m + mlen > c->res.size) {
@@ -381,6 +373,27 @@ int pchan_recv(struct pchan *c, void *buf, size_t cap, size_t *len, uint32_t wan
 	shm_ring_release(&c->res, m);
 	*len = mlen;
 	return (int)type;
+}
+
+int pchan_recv(struct pchan *c, void *buf, size_t cap, size_t *len, uint32_t want)
+{
+	if (c->broken) return -1;
+	shm_ring_flush(&c->req); /* everything sent is there to be read */
+	int waited = 0;
+	struct shm_msg *m;
+	while (!(m = shm_ring_peek(&c->res))) {
+		if (!shm_ring_wait_msg(&c->res, want, WAIT_SLICE_MS) && !shm_ring_peek(&c->res) &&
+		    stuck_or_gone(c, &waited))
+			return -1;
+	}
+	return take(c, m, buf, cap, len);
+}
+
+int pchan_try_recv(struct pchan *c, void *buf, size_t cap, size_t *len)
+{
+	if (c->broken) return -1;
+	struct shm_msg *m = shm_ring_peek(&c->res);
+	return m ? take(c, m, buf, cap, len) : 0;
 }
 
 /* ---- allocator discovery ---- */

@@ -50,12 +50,20 @@ int pchan_try_send(struct pchan *c, uint32_t type, const void *head, size_t len,
  * cap long: its type, or -1 when the parser is gone, stuck or broke the protocol (then
  * c->broken, and a message said why). want: how many replies the caller waits for. */
 int pchan_recv(struct pchan *c, void *buf, size_t cap, size_t *len, uint32_t want);
+/* Like pchan_recv, but never waits: 0 when there is no message now. */
+int pchan_try_recv(struct pchan *c, void *buf, size_t cap, size_t *len);
 /* The parser sent what it must not (why): it is killed, c is broken. */
 void pchan_break(struct pchan *c, const char *why);
 /* --listen: hands the listening socket fd to the parser's HTTP server (and closes ours). */
 int parser_listen(int fd, char *err, size_t errlen);
 /* Publishes a document the server serves at path (publish.c): 0, or -1 when it cannot now. */
 int parser_publish(const char *path, const char *type, const void *bytes, size_t len);
+/* --listen's profiles: the next request for one the parser's server holds (0: none now, -1:
+ * the parser is gone or sent a bad one), its fields checked (protocol.h's pr_want); and the
+ * answer to it (status 200 with the profile, or another with a line of text). */
+struct pr_want;
+int parser_next_want(struct pr_want *w);
+int parser_answer(uint32_t id, unsigned status, const char *type, const void *bytes, size_t len);
 /* Sends fd on the control socket with its tag (protocol.h). */
 int parser_send_fd(int fd, char tag);
 

@@ -1,5 +1,6 @@
 /* What the daemon hands to the parser's HTTP server (parser.h): the listening socket, then the
- * documents it renders. The server is the parser's: no request reaches the daemon. */
+ * documents it renders, and the profiles the server asks for. The server is the parser's: no
+ * request reaches the daemon, only a fixed-size want whose every field is checked here. */
 #include "parser.h"
 #include "protocol/protocol.h"
 
@@ -30,4 +31,31 @@ int parser_publish(const char *path, const char *type, const void *bytes, size_t
 	q.len = (uint32_t)len;
 	/* never waits: a document not handed over now is replaced by the next one */
 	return pchan_try_send(pub_chan, PQ_PUBLISH, &q, sizeof q, bytes, len);
+}
+
+int parser_next_want(struct pr_want *w)
+{
+	if (!pub_chan) return 0;
+	size_t len = 0;
+	int type = pchan_try_recv(pub_chan, w, sizeof *w, &len);
+	if (type <= 0) return type;
+	if (type != PR_WANT || len != sizeof *w || (w->kind != WANT_HEAP && w->kind != WANT_ALLOCS) ||
+	    w->pid < 0 || w->seconds > WANT_MAX_SECONDS) {
+		pchan_break(pub_chan, "it asked for a profile that cannot be (bad kind, pid or seconds)");
+		return -1;
+	}
+	return 1;
+}
+
+int parser_answer(uint32_t id, unsigned status, const char *type, const void *bytes, size_t len)
+{
+	if (!pub_chan) return -1;
+	struct pq_answer q;
+	memset(&q, 0, sizeof q);
+	q.id = id;
+	q.status = status;
+	snprintf(q.type, sizeof q.type, "%s", type);
+	q.len = (uint32_t)len;
+	if (sizeof q + len > shm_ring_max_payload(&pub_chan->req)) return -1;
+	return pchan_send(pub_chan, PQ_ANSWER, &q, sizeof q, bytes, len);
 }

@@ -88,8 +88,36 @@ static void reply_facts(struct chan *c, const struct shm_msg *m)
 	shm_ring_commit(&c->res, r);
 }
 
-static void publish(const struct shm_msg *m)
+/* A profile request of the HTTP server, to the daemon on the channel its documents come on
+ * (its thread, under the server's lock; the channel's own thread never replies there). */
+static int ask(void *ctx, const struct http_want *w)
 {
+	struct chan *c = ctx;
+	struct shm_msg *r = shm_ring_reserve(&c->res, PR_WANT, sizeof(struct pr_want));
+	if (!r) return -1; /* the daemon has not taken the last ones: it is busy */
+	struct pr_want *q = (void *)r->payload;
+	*q = (struct pr_want){.id = w->id, .kind = w->kind == HTTP_WANT_ALLOCS ? WANT_ALLOCS : WANT_HEAP,
+			      .pid = w->pid, .seconds = w->seconds};
+	shm_ring_commit(&c->res, r);
+	shm_ring_flush(&c->res);
+	return 0;
+}
+
+static void answer(const struct shm_msg *m)
+{
+	if (m->len < sizeof(struct pq_answer)) _exit(3);
+	const struct pq_answer *q = (const void *)m->payload;
+	if (q->len > m->len - sizeof *q || !memchr(q->type, 0, sizeof q->type)) _exit(3);
+	http_answer(q->id, q->status, q->type, q + 1, q->len);
+}
+
+static void publish(struct chan *c, const struct shm_msg *m)
+{
+	static bool asking;
+	if (!asking) { /* the daemon publishes on one channel: profiles are asked for there */
+		asking = true;
+		http_set_asker(ask, c);
+	}
 	if (m->len < sizeof(struct pq_publish)) _exit(3);
 	const struct pq_publish *q = (const void *)m->payload;
 	if (q->len > m->len - sizeof *q || !memchr(q->path, 0, sizeof q->path) ||
@@ -216,7 +244,8 @@ static void *serve_channel(void *arg)
 			reply_sites(c, m->type, m);
 			break;
 		case PQ_FACTS: reply_facts(c, m); break;
-		case PQ_PUBLISH: publish(m); break;
+		case PQ_PUBLISH: publish(c, m); break;
+		case PQ_ANSWER: answer(m); break;
 		case PQ_OPEN: reply_open(c, m); break;
 		case PQ_UNWIND: reply_unwind(c, m); break;
 		case PQ_REFRESH: if (c->st) stacks_refresh(c->st); break;

@@ -46,12 +46,14 @@ enum parser_msg {
 	PQ_FINAL_MAPS,      /* struct pq_final_maps + text: in parts, the last one says so */
 	PQ_FACTS,           /* struct pq_facts -> PR_FACTS */
 	PQ_PUBLISH,         /* struct pq_publish + the document: served at its path (--listen) */
+	PQ_ANSWER,          /* struct pq_answer + the document: the answer to a PR_WANT */
 	/* replies */
 	PR_SITES = 100,     /* struct pr_sites */
 	PR_OPENED,          /* struct pr_opened */
 	PR_LOCS,            /* struct pr_locs + locations: a code the daemon has not been told of */
 	PR_UNWIND,          /* struct pr_unwind + codes */
 	PR_FACTS,           /* struct pr_facts */
+	PR_WANT,            /* struct pr_want: unasked, on the channel documents come on */
 };
 
 struct pq_sites {
@@ -83,6 +85,26 @@ struct pr_facts {
 struct pq_publish {
 	char path[64];                /* "/metrics" */
 	char type[64];                /* its content type; "" with len 0: removed */
+	uint32_t len;                 /* the bytes follow the struct */
+};
+
+/* A document built on demand (--listen's /debug/pprof/heap and /allocs): the parser's HTTP
+ * server holds the request and asks the daemon, which answers with PQ_ANSWER and the same id.
+ * The daemon checks every field (core/parser/publish.c). */
+enum pr_want_kind { WANT_HEAP, WANT_ALLOCS };
+#define WANT_MAX_SECONDS 60   /* ?seconds=N beyond it is cut to it */
+#define WANT_MAX_PENDING 8    /* requests held at once; more get 503 */
+struct pr_want {
+	uint32_t id;
+	uint32_t kind;                /* enum pr_want_kind */
+	int32_t pid;                  /* 0: every traced process */
+	uint32_t seconds;             /* 0: since attach; N: what the next N seconds allocate */
+};
+
+struct pq_answer {
+	uint32_t id;
+	uint32_t status;              /* HTTP status: 200, or 404/503 with a line of text */
+	char type[64];                /* the content type */
 	uint32_t len;                 /* the bytes follow the struct */
 };
 

@@ -213,8 +213,9 @@ int http_start(int listen_fd, char *err, size_t errlen)
 	H.mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, NULL,
 				 MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listen_fd,
 				 MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-				 MHD_OPTION_CONNECTION_LIMIT, (unsigned)32,
-				 MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)8,
+				 /* no limit per address: a scraper on this host shares 127.0.0.1
+				  * with whatever else connects; the total and the timeout bound them */
+				 MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
 				 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
 				 /* request line, headers and buffers of one connection */
 				 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384,

@@ -14,6 +14,7 @@
 #define HTTP_MAX_DOCS 32
 #define HTTP_PATH_LEN 64
 #define HTTP_TYPE_LEN 64
+#define HTTP_MAX_CONNECTIONS 256 /* at most 16 KiB each: 4 MiB */
 #define HTTP_MAX_HELD 8        /* profile requests held at once (WANT_MAX_PENDING) */
 #define HTTP_MAX_SECONDS 60    /* ?seconds=N is cut to it (WANT_MAX_SECONDS) */
 

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# A hostile HTTP client (issue 24, must show): bad methods, overlong URLs and headers, garbage,
+# half-sent requests held open and 64 connections at once, for several seconds, while
+# memtraced --listen traces a busy program: valid requests (/metrics, /debug/pprof/heap) are
+# answered meanwhile, no sample is dropped, the parser's and the daemon's memory stay bounded.
+source "$(dirname "$0")/lib/test.sh"
+
+MT=$BIN/memtraced
+SITES=$TARGETS/sites
+PY=/usr/bin/python3
+if [ ! -x "$MT" ] || [ ! -x "$SITES" ]; then
+	fail hostile_built "missing $MT or $SITES (run make)"
+	exit 0
+fi
+if ! command -v curl >/dev/null; then
+	fail hostile_tools "curl is needed (make deps installs it)"
+	exit 0
+fi
+if ! bpf_ready; then
+	skip hostile_bpf "needs root and /sys/kernel/btf/vmlinux"
+	exit 0
+fi
+port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
+P=$(port)
+URL=http://127.0.0.1:$P
+
+cp "$SITES" "$TMP/hostiled"
+mkdir -p "$TMP/w"
+"$TMP/hostiled" wait "$TMP/w" >/dev/null 2>&1 &
+t=$!
+wait_file "$TMP/w/ready" 100
+"$MT" --match hostiled --rate 1e-3 --listen "127.0.0.1:$P" --duration 60 >"$TMP/mt.out" 2>"$TMP/mt.err" &
+mt=$!
+for _ in $(seq 100); do grep -q "pid=\"$t\"" <(curl -s "$URL/metrics") && break; sleep 0.1; done
+parser=""
+for c in $(ps -o pid= --ppid "$mt"); do [ "$(awk '/^Uid:/ { print $2 }' "/proc/$c/status")" = 65534 ] && parser=$c; done
+check hostile_parser_found test -n "$parser"
+sleep 1
+curl -s -o /dev/null "$URL/debug/pprof/heap" # the first profile's allocations, before measuring
+rss_parser0=$(rss_kb "$parser")
+rss_daemon0=$(rss_kb "$mt")
+
+# the hostile client: 64 connections at once, each one of the bad kinds, reopened when the
+# server closes it, for 6 seconds
+"$PY" - "$P" >"$TMP/hostile.out" 2>&1 <<'PY' &
+import socket, sys, time, random
+port = int(sys.argv[1])
+kinds = [
+    b"GET /metrics HTTP/1.1\r\nHost: x\r\n",                       # half-sent, held open
+    b"DELETE /metrics HTTP/1.1\r\nHost: x\r\n\r\n",                 # bad method
+    b"GET /" + b"a" * 40000 + b" HTTP/1.1\r\n\r\n",                 # overlong URL
+    b"GET /metrics HTTP/1.1\r\nX-Big: " + b"b" * 100000 + b"\r\n\r\n",  # overlong header
+    b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(range(256)) * 8,  # garbage (TLS hello)
+    b"POST /debug/pprof/heap HTTP/1.1\r\nContent-Length: 1000000\r\n\r\n" + b"x" * 5000,  # a body
+    b"GET /debug/pprof/heap?seconds=1",                             # half a request line
+]
+conns, opened, end = [], 0, time.time() + 6
+def open_one(k):
+    global opened
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=1)
+        s.setblocking(False)
+        try:
+            s.send(kinds[k % len(kinds)])
+        except OSError:
+            pass
+        opened += 1
+        return s
+    except OSError:
+        return None
+for i in range(64):
+    conns.append(open_one(i))
+while time.time() < end:
+    for i, s in enumerate(conns):
+        dead = s is None
+        if s is not None:
+            try:
+                if s.recv(65536) == b"":
+                    dead = True
+            except BlockingIOError:
+                pass
+            except OSError:
+                dead = True
+        if dead:
+            if s is not None:
+                s.close()
+            conns[i] = open_one(random.randrange(len(kinds)))
+    time.sleep(0.05)
+print("opened", opened)
+PY
+hostile=$!
+sleep 0.5
+ok=0 tries=0 max_parser=0 max_daemon=0
+while kill -0 "$hostile" 2>/dev/null; do
+	tries=$((tries + 1))
+	m=$(curl -s -m 2 -o /dev/null -w '%{http_code}' "$URL/metrics")
+	h=$(curl -s -m 2 -o "$TMP/h.pb.gz" -w '%{http_code}' "$URL/debug/pprof/heap")
+	[ "$m" = 200 ] && [ "$h" = 200 ] && gzip -t "$TMP/h.pb.gz" 2>/dev/null && ok=$((ok + 1))
+	r=$(rss_kb "$parser"); [ "${r:-0}" -gt "$max_parser" ] && max_parser=$r
+	r=$(rss_kb "$mt"); [ "${r:-0}" -gt "$max_daemon" ] && max_daemon=$r
+	sleep 0.3
+done
+wait "$hostile"
+echo "# $(cat "$TMP/hostile.out") hostile connections; $ok of $tries valid request pairs answered;" \
+	"parser RSS ${rss_parser0} -> max ${max_parser} kB, daemon ${rss_daemon0} -> max ${max_daemon} kB"
+check hostile_client_ran grep -q "^opened [0-9][0-9]" "$TMP/hostile.out"
+check hostile_valid_requests_answered test "$tries" -ge 5 -a "$ok" = "$tries"
+check hostile_parser_memory_bounded test "$max_parser" -lt $((rss_parser0 + 32768))
+check hostile_daemon_memory_bounded test "$max_daemon" -lt $((rss_daemon0 + 32768))
+curl -s "$URL/metrics" >"$TMP/m.txt"
+check hostile_drops_counted grep -q "^memtraced_dropped_samples_total{pid=\"$t\"" "$TMP/m.txt"
+drops=$(awk '/^memtraced_dropped_samples_total\{/ { s += $2 } END { print s + 0 }' "$TMP/m.txt")
+samples=$(awk -v p="$t" '$0 ~ "^memtraced_samples_total\\{.*pid=\"" p "\"" { print $2 }' "$TMP/m.txt")
+check hostile_still_tracing test "${samples:-0}" -gt 0
+check hostile_no_sample_dropped test "$drops" = 0
+check hostile_parser_alive kill -0 "$parser"
+
+touch "$TMP/w/stop"
+kill -INT "$mt"
+wait "$mt"
+check hostile_memtraced_exit_0 test $? = 0
+wait 2>/dev/null

@@ -32,6 +32,7 @@
 
 #define POLL_MS 100
 #define MIN_POLL_MS 10
+#define SERVE_POLL_MS 20 /* --listen: a profile request waits at most about this for the loop */
 
 static volatile sig_atomic_t stop_signal;
 static volatile sig_atomic_t snapshot_requested;
@@ -212,11 +213,12 @@ static void poll_targets(struct targets *ts, struct status_view **view, bool *cm
 			 int *wstatus)
 {
 	int nactive = targets_count_active(ts);
+	int poll_ms = ts->o->listen ? SERVE_POLL_MS : POLL_MS;
 	if (nactive == 0) { /* --match, --cgroup: none traced now; their execs are awaited */
-		usleep(POLL_MS * 1000);
+		usleep(poll_ms * 1000);
 		return;
 	}
-	int slice = POLL_MS / nactive < MIN_POLL_MS ? MIN_POLL_MS : POLL_MS / nactive;
+	int slice = poll_ms / nactive < MIN_POLL_MS ? MIN_POLL_MS : poll_ms / nactive;
 	if (hold_waiting(ts)) slice = 1; /* its lifecycle event may still be on its way */
 	bool polled = false;
 	for (int i = 0; i < ts->n; i++) {

@@ -1,0 +1,71 @@
+# bench/run.sh's serve section (sourced): what --listen's scrapes cost.
+#   scrape_ms           serving /debug/pprof/heap?pid=N for a process with 10,000 distinct live
+#                       stacks (bench/many_stacks at --rate 1): curl's total time, median of 9
+#   scrape_bytes        that profile's size
+#   scrape_pair_ratio   micro_alloc's ns per pair under memtraced --listen with a scrape of
+#                       /metrics and /debug/pprof/heap every second, over the same without
+#                       scrapes (median of per-round ratios; goal within 5%)
+serve_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+serve_section() {
+	[ "$have_memtraced" = 1 ] && [ -x "$BB/many_stacks" ] && command -v curl >/dev/null ||
+		{ na scrape_ms "memtraced, build/bench/many_stacks or curl is missing"; return; }
+	local port url d=$TMP/serve
+	mkdir -p "$d"
+	port=$(serve_port)
+	url=http://127.0.0.1:$port
+	"$BB/many_stacks" 10000 >"$d/ms.out" 2>&1 &
+	local w=$!
+	STARTED+=("$w")
+	wait_line "$d/ms.out" '^ready' 10 "$w" || { na scrape_ms "many_stacks did not start"; return; }
+	"$MEMTRACED" -q --rate 1 -p "$w" --listen "127.0.0.1:$port" -o none >"$d/mt.log" 2>&1 &
+	local t=$!
+	STARTED+=("$t")
+	for _ in $(seq 300); do grep -q "pid=\"$w\"" <(curl -s "$url/metrics") && break; sleep 0.1; done
+	kill -USR1 "$w"
+	wait_line "$d/ms.out" '^done' 60 "$w"
+	sleep 2 # the samples drained
+	local a=() i v
+	for i in $(seq 9); do
+		v=$(curl -s -o "$d/heap.pb.gz" -w '%{time_total}' "$url/debug/pprof/heap?pid=$w")
+		a+=("$(awk -v s="$v" 'BEGIN { printf "%.1f", s * 1000 }')")
+	done
+	set_result scrape_ms "$(median "${a[@]}")"
+	set_result scrape_bytes "$(stat -c %s "$d/heap.pb.gz")"
+	local stacks
+	stacks=$(gzip -dc "$d/heap.pb.gz" | wc -c)
+	note scrape_ms "/debug/pprof/heap?pid= of a process with 10,000 distinct live stacks of 17 frames (many_stacks, --rate 1): curl's total time, median of 9; the want waits for the daemon's loop (at most one poll slice); profile $stacks bytes before gzip"
+	stop_proc "$t" 10 INT
+	kill "$w" 2>/dev/null; wait "$w" 2>/dev/null
+
+	# the pair cost with a scrape every second beside without
+	local iters=${BENCH_SERVE_ITERS:-2000000} r mode
+	: >"$d/with"; : >"$d/without"
+	for r in $(seq "$ROUNDS"); do
+		for mode in without with; do
+			"$BB/micro_alloc" --cpu 0 --mode mix --iters "$iters" --wait-probes --timeout 90 >"$d/micro.out" 2>&1 &
+			w=$!
+			STARTED+=("$w")
+			wait_line "$d/micro.out" '^ready' 10 "$w" || { echo x >>"$d/$mode"; continue; }
+			port=$(serve_port)
+			"$MEMTRACED" -q -p "$w" --listen "127.0.0.1:$port" -o none >"$d/mt-$mode.log" 2>&1 &
+			t=$!
+			STARTED+=("$t")
+			local scraper=""
+			if [ "$mode" = with ]; then
+				( while sleep 1; do
+					curl -s -o /dev/null "http://127.0.0.1:$port/metrics"
+					curl -s -o /dev/null "http://127.0.0.1:$port/debug/pprof/heap"
+				done ) &
+				scraper=$!
+			fi
+			wait "$w"
+			[ -n "$scraper" ] && { kill "$scraper"; wait "$scraper" 2>/dev/null; }
+			stop_proc "$t" 10 INT 5
+			v=$(sed -nE 's/^ns_per_pair=([0-9.]+)/\1/p' "$d/micro.out")
+			echo "${v:-x}" >>"$d/$mode"
+		done
+	done
+	set_result scrape_pair_ratio "$(median_ratio "$d/with" "$d/without")"
+	note scrape_pair_ratio "micro_alloc (mix, $iters pairs) under memtraced --listen at the default rate: ns per pair with /metrics and /debug/pprof/heap scraped every second over without; median of $ROUNDS interleaved rounds (goal <= 1.05)"
+}

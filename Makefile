@@ -22,6 +22,7 @@
 #                         -> build/tests/fuzz/replay_X (replays tests/fuzz/regressions/X/)
 
 PREFIX   ?= /usr/local
+SYSCONFDIR ?= /etc
 BUILD    ?= build
 CC       ?= cc
 CLANG    ?= clang
@@ -206,6 +207,11 @@ install: all
 	install -m 0644 $(wildcard docs/man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -d $(DESTDIR)$(PREFIX)/lib  # memtraced --inject looks in ../lib next to itself
 	install -m 0644 $(SAMPLER_LIB) $(DESTDIR)$(PREFIX)/lib/
+	# the host service (docs/fleet.md): its unit, and its options unless they are there already
+	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(SYSCONFDIR)/default
+	sed 's|@BINDIR@|$(PREFIX)/bin|g' docs/fleet/memtraced.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/memtraced.service
+	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/memtraced.service
+	[ -e $(DESTDIR)$(SYSCONFDIR)/default/memtraced ] || install -m 0644 docs/fleet/memtraced.env $(DESTDIR)$(SYSCONFDIR)/default/memtraced
 
 clean:
 	rm -rf build build-san
@@ -222,7 +228,7 @@ DEPS_TRACER := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libca
                libdebuginfod-dev libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler
 DEPS_TEST   := g++ procps python3 debuginfod gdb cargo rustc libclang-rt-14-dev chromium \
                golang-go nodejs tmux libjemalloc2 libjemalloc-dev libtcmalloc-minimal4 \
-               libmimalloc2.0 python3-prometheus-client util-linux curl prometheus
+               libmimalloc2.0 python3-prometheus-client util-linux curl prometheus systemd
 DEPS_BENCH  := bpfcc-tools python3-bpfcc linux-headers-amd64 heaptrack redis-server redis-tools \
                time util-linux
 DEPS := $(DEPS_TRACER) $(DEPS_TEST)

@@ -426,7 +426,7 @@ int main(int argc, char **argv)
 			msg_error("%s", perr);
 			return lfd == -2 ? 2 : 1;
 		}
-		msg_info("serving /metrics and / on http://%s/", o.listen);
+		msg_info("serving /metrics, /debug/pprof/heap, /debug/pprof/allocs and / on http://%s/", o.listen);
 	}
 
 	bool spawn = o.cmd != NULL;

@@ -3,7 +3,7 @@
 #
 #   bash bench/run.sh [BUILD]          (root; about 10-15 minutes on the project's 2-vCPU VM)
 #
-# Sections (BENCH_ONLY=micro,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view,serve to pick some):
+# Sections (BENCH_ONLY=micro,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view,serve,fleet to pick some):
 #   micro     malloc/free loop (bench/micro_alloc), ns per pair, interleaved rounds of:
 #             none | floor (empty probes on memtraced's sites) | memtraced (default rate) |
 #             memtraced --rate 1 | memtraced --inject | bcc memleak | heaptrack; plus design figures from
@@ -22,6 +22,8 @@
 #             1e-3 (drops, names), git gc --aggressive --follow-forks (exec_hold_ms_max)
 #   view      a generated 1,000,000-event trace: peak_ms, html_ms, html_bytes, html_open_ms
 #   serve     --listen: scrape_ms, scrape_bytes, scrape_pair_ratio (bench/serve_section.sh)
+#   fleet     --match over 1, 8, 64 processes: daemon_rss_mb_N, parser_rss_mb_N, daemon_fds_N,
+#             attach_ms_1st, attach_ms_64th (bench/serve_section.sh)
 # Output: a table on stdout, key=value lines in bench/results/latest.txt (BENCH_OUT=...);
 # n/a where something could not be measured, with the reason on a "# " line before it.
 # The machine is shared and noisy: every figure is a median of interleaved rounds (each round
@@ -39,7 +41,7 @@ REDIS_ROUNDS=${BENCH_REDIS_ROUNDS:-3}
 REDIS_REQUESTS=${BENCH_REDIS_REQUESTS:-50000}
 ITERS=${BENCH_ITERS:-20000}          # pairs per traced micro run (~13 us each under probes)
 ITERS_NONE=${BENCH_ITERS_NONE:-2000000}
-ONLY=${BENCH_ONLY:-micro,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view,serve}
+ONLY=${BENCH_ONLY:-micro,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view,serve,fleet}
 ATTACH_ROUNDS=${BENCH_ATTACH_ROUNDS:-7}
 OUT=${BENCH_OUT:-$TOP/bench/results/latest.txt}
 TMP=$(mktemp -d /tmp/memtraced-bench.XXXXXX)
@@ -729,6 +731,7 @@ want real && real_section
 want view && view_section
 . "$TOP/bench/serve_section.sh"
 want serve && serve_section
+want fleet && fleet_section
 set_result bench_seconds $(($(date +%s) - START))
 
 # ---------------------------------------------------------------------------------------------

@@ -69,3 +69,50 @@ serve_section() {
 	set_result scrape_pair_ratio "$(median_ratio "$d/with" "$d/without")"
 	note scrape_pair_ratio "micro_alloc (mix, $iters pairs) under memtraced --listen at the default rate: ns per pair with /metrics and /debug/pprof/heap scraped every second over without; median of $ROUNDS interleaved rounds (goal <= 1.05)"
 }
+
+# The fleet section: memtraced --match over many processes (issue 24, step 3).
+#   daemon_rss_mb_N     memtraced's resident memory (VmRSS) tracing N processes (1, 8, 64)
+#                       found by --match, their samples flowing; parser_rss_mb_N its parser's
+#   daemon_fds_N        memtraced's open file descriptors then
+#   attach_ms_1st, attach_ms_64th   from a matching program's exec to memtraced's "traced"
+#                       message, for the first process and for the 64th (63 traced already)
+fleet_measure() { # N: starts N waiting programs, one at a time, timing the first and the last
+	local n=$1 d=$TMP/fleet$1 i p t0 t1
+	mkdir -p "$d"
+	cp "$SITES_TARGET" "$d/fleetprog"
+	"$MEMTRACED" -q --match fleetprog --rate 1e-4 --max-processes 100 --listen "127.0.0.1:$(serve_port)" \
+		--duration 600 >"$d/mt.out" 2>"$d/mt.err" &
+	local mt=$!
+	STARTED+=("$mt")
+	sleep 1.5 # its lifecycle watch is loaded
+	for i in $(seq "$n"); do
+		mkdir -p "$d/w$i"
+		t0=$(date +%s%N)
+		"$d/fleetprog" wait "$d/w$i" >/dev/null 2>&1 &
+		p=$!
+		STARTED+=("$p")
+		for _ in $(seq 500); do grep -q "PID $p .*traced" "$d/mt.err" && break; sleep 0.01; done
+		t1=$(date +%s%N)
+		[ "$i" = 1 ] && echo $(((t1 - t0) / 1000000)) >"$d/first_ms"
+		[ "$i" = "$n" ] && echo $(((t1 - t0) / 1000000)) >"$d/last_ms"
+	done
+	sleep 3 # samples flowing into every session
+	local parser=""
+	for c in $(ps -o pid= --ppid "$mt"); do [ "$(awk '/^Uid:/ { print $2 }' "/proc/$c/status")" = 65534 ] && parser=$c; done
+	set_result "daemon_rss_mb_$n" "$(awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$mt/status")"
+	set_result "parser_rss_mb_$n" "$(awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$parser/status" 2>/dev/null)"
+	set_result "daemon_fds_$n" "$(ls "/proc/$mt/fd" | wc -l)"
+	set_result "traced_$n" "$(grep -c "traced: executable" "$d/mt.err")"
+	[ "$n" = 1 ] && set_result attach_ms_1st "$(cat "$d/first_ms")"
+	[ "$n" = 64 ] && set_result attach_ms_64th "$(cat "$d/last_ms")"
+	for i in $(seq "$n"); do touch "$d/w$i/stop"; done
+	stop_proc "$mt" 30 INT 5
+}
+
+fleet_section() {
+	[ "$have_memtraced" = 1 ] || { na daemon_rss_mb_1 "memtraced is not built"; return; }
+	local n
+	for n in 1 8 64; do fleet_measure "$n"; done
+	note daemon_rss_mb_64 "memtraced --match over N 'sites wait' programs (allocating and freeing in a loop) at rate 1e-4, 3 s after the last was traced: VmRSS of the daemon (goal: at most 64 + N MB) and of its parser; fds of the daemon; traced_N how many it traced"
+	note attach_ms_64th "from the exec of a matching program to memtraced's 'traced' line (polled every 10 ms): the first with none traced, the 64th with 63 traced (goal: as fast as the first)"
+}

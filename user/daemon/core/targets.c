@@ -2,6 +2,7 @@
 #include "targets.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
@@ -49,7 +50,7 @@ struct target *targets_find_active(const struct targets *ts, pid_t pid)
 
 void targets_drop_finished(struct targets *ts, bool *all_ok)
 {
-	int k = 0;
+	int k = 0, dropped = 0;
 	for (int i = 0; i < ts->n; i++) {
 		struct target *t = ts->t[i];
 		if (t->active) {
@@ -59,8 +60,13 @@ void targets_drop_finished(struct targets *ts, bool *all_ok)
 		*all_ok = *all_ok && t->ok;
 		target_release_outputs(ts, t, false);
 		free(t);
+		dropped++;
 	}
 	ts->n = k;
+	/* A session's records are allocated on its intake thread and freed on ours: the freed
+	 * memory sits in that thread's malloc arena, held by the live sessions' blocks around it.
+	 * A host service sees processes come and go for months: give it back to the system. */
+	if (dropped) malloc_trim(0);
 }
 
 /* Opens (creates or truncates) the trace file before anything is attached, with exactly the

@@ -394,6 +394,7 @@ int session_finish(struct session *s)
 	if (!muted) tracer_detach(s->tracer);
 	stop_intake(s);
 	tracer_get_stats(s->tracer, &s->final_stats);
+	s->calls_uncounted = tracer_mode(s->tracer) == TRACER_MODE_USDT;
 	/* muted (its process exec'd) or gone: nothing more comes, the slow detach (~0.5 s of
 	 * uprobe unregistering) goes to the background */
 	if (muted) tracer_close_later(s->tracer);
@@ -421,9 +422,11 @@ void session_get_totals(struct session *s, struct session_totals *t)
 {
 	struct tracer_stats st = s->final_stats;
 	if (s->tracer) tracer_get_stats(s->tracer, &st);
+	if (s->tracer) s->calls_uncounted = tracer_mode(s->tracer) == TRACER_MODE_USDT;
 	memset(t, 0, sizeof *t);
-	t->alloc_calls = st.alloc_calls;
-	t->free_calls = st.free_calls;
+	t->calls_counted = !s->calls_uncounted;
+	t->alloc_calls = t->calls_counted ? st.alloc_calls : 0;
+	t->free_calls = t->calls_counted ? st.free_calls : 0;
 	t->samples = st.samples;
 	t->drop_ringbuf = st.drop_ringbuf;
 	t->drop_map_full = st.drop_map_full;
@@ -471,9 +474,14 @@ void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 	/* calls seen by the probes (a realloc of a block counts as an allocation and a free);
 	 * sampled calls; allocation records (one per sampled block) and the samples they hold
 	 * (sum of nsamples, what memtrace-report counts); distinct stacks and trie nodes */
-	fprintf(out, "memtraced: PID %d: %llu allocations and %llu frees seen, %llu sampled", (int)s->pid,
-		(unsigned long long)t.alloc_calls, (unsigned long long)t.free_calls,
-		(unsigned long long)t.samples);
+	if (t.calls_counted)
+		fprintf(out, "memtraced: PID %d: %llu allocations and %llu frees seen, %llu sampled",
+			(int)s->pid, (unsigned long long)t.alloc_calls, (unsigned long long)t.free_calls,
+			(unsigned long long)t.samples);
+	else /* only sampled calls reach us: saying how many calls there were would be a guess */
+		fprintf(out, "memtraced: PID %d: allocation calls not counted (the in-process sampler "
+			"passes on only sampled ones), %llu sampled", (int)s->pid,
+			(unsigned long long)t.samples);
 	if (s->floor)
 		fprintf(out, " (probe floor: no trace written)");
 	else

@@ -42,6 +42,8 @@ struct session_opts {
 };
 
 struct session_totals {
+	bool calls_counted;                   /* false: an in-process sampler's probes see only
+	                                         sampled calls; alloc_calls and free_calls are 0 */
 	uint64_t alloc_calls, free_calls;     /* every call the probes saw */
 	uint64_t samples;                     /* sampled allocations submitted by the probes */
 	uint64_t written_allocs, written_collects;

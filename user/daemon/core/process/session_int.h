@@ -64,6 +64,7 @@ struct session {
 	uint64_t after_exec;
 	uint64_t written_allocs, written_collects; /* kept when the writer is closed */
 	struct tracer_stats final_stats;
+	bool calls_uncounted; /* the tracer saw only sampled calls (an in-process sampler) */
 	struct record_queue *queue;
 	pthread_t intake;
 	bool intake_started;

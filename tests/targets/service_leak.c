@@ -1,10 +1,10 @@
 /* A service-like workload for the service-mode tests (tests/test_service.sh): one slowly
  * leaking site among steady churn.
  *
- *   service_leak DIR SECONDS LEAK_BYTES_PER_SEC
+ *   service_leak DIR SECONDS LEAK_BYTES_PER_SEC [TICK_MS]
  *
  * Prefills a bounded cache, creates DIR/ready, then waits for DIR/go (so that a tracer can
- * attach first; DIR/stop ends the wait too) and runs SECONDS (or until DIR/stop appears, or SIGTERM/SIGINT) in 10 ms ticks:
+ * attach first; DIR/stop ends the wait too) and runs SECONDS (or until DIR/stop appears, or SIGTERM/SIGINT) in 10 ms ticks (TICK_MS: a quieter service, the same work per tick):
  *   leak_site       LEAK_BYTES_PER_SEC / 100 bytes per tick in 256..1791-byte blocks, never freed
  *   handle_request  60 temporary buffers of 32..4127 bytes per tick, freed in the same tick
  *   cache_refresh   a cache of 256 entries of 1 KiB, 16 entries replaced per tick (steady)
@@ -82,10 +82,11 @@ static int exists(const char *dir, const char *name)
 
 int main(int argc, char **argv)
 {
-	if (argc != 4) {
-		fprintf(stderr, "usage: %s DIR SECONDS LEAK_BYTES_PER_SEC\n", argv[0]);
+	if (argc != 4 && argc != 5) {
+		fprintf(stderr, "usage: %s DIR SECONDS LEAK_BYTES_PER_SEC [TICK_MS]\n", argv[0]);
 		return 2;
 	}
+	unsigned tick_us = argc == 5 ? (unsigned)(atof(argv[4]) * 1000) : 10000;
 	const char *dir = argv[1];
 	double seconds = atof(argv[2]);
 	double leak_rate = atof(argv[3]);
@@ -122,7 +123,7 @@ int main(int argc, char **argv)
 			print_truth = 0;
 			truth();
 		}
-		usleep(10000);
+		usleep(tick_us);
 	}
 	truth();
 	return 0;

@@ -9,7 +9,8 @@
  *   handle_request  60 temporary buffers of 32..4127 bytes per tick, freed in the same tick
  *   cache_refresh   a cache of 256 entries of 1 KiB, 16 entries replaced per tick (steady)
  * Prints its truth on exit and on SIGUSR2: "truth leak LIVE_BYTES BLOCKS" (the leak since DIR/go),
- * "truth cache LIVE_BYTES" and "truth ticks N". Exits 0. */
+ * "truth cache LIVE_BYTES", "truth ticks N" and "truth requests BYTES" (what handle_request
+ * allocated). Exits 0. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +26,7 @@ static volatile sig_atomic_t stop, print_truth;
 static void on_stop(int sig) { stop = 1; }
 static void on_truth(int sig) { print_truth = 1; }
 
-static unsigned long long leak_bytes, leak_blocks, ticks;
+static unsigned long long leak_bytes, leak_blocks, ticks, request_bytes;
 static void *cache[CACHE_ENTRIES];
 static unsigned cache_next;
 static unsigned rng = 12345;
@@ -51,6 +52,7 @@ static NOINLINE void handle_request(void)
 	size_t n = 32 + next_rand() % 4096;
 	char *buf = malloc(n);
 	if (!buf) return;
+	request_bytes += n;
 	memset(buf, 7, n < 64 ? n : 64);
 	sink = buf[n / 2 < 64 ? n / 2 : 0];
 	free(buf);
@@ -68,8 +70,8 @@ static void truth(void)
 {
 	unsigned long long cache_live = 0;
 	for (unsigned i = 0; i < CACHE_ENTRIES; i++) cache_live += cache[i] ? CACHE_ENTRY_BYTES : 0;
-	printf("truth leak %llu %llu\ntruth cache %llu\ntruth ticks %llu\n", leak_bytes, leak_blocks,
-	       cache_live, ticks);
+	printf("truth leak %llu %llu\ntruth cache %llu\ntruth ticks %llu\ntruth requests %llu\n",
+	       leak_bytes, leak_blocks, cache_live, ticks, request_bytes);
 	fflush(stdout);
 }
 

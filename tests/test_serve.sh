@@ -58,6 +58,8 @@ done
 check serve_live_bytes_gauge grep -q "^memtraced_live_bytes gauge memtraced_live_bytes comm=served,pid=$a " "$TMP/p1.txt"
 check serve_processes_2 grep -q "^memtraced_processes gauge memtraced_processes  2.0" "$TMP/p1.txt"
 check serve_own_cpu grep -q "^process_cpu_seconds counter process_cpu_seconds_total  [0-9]" "$TMP/p1.txt"
+fill=$(awk '$1 == "memtraced_ringbuf_fill_ratio" { print $NF }' "$TMP/p1.txt")
+check serve_ringbuf_fill test -n "$fill" -a "$(awk -v f="${fill:-2}" 'BEGIN { print (f >= 0 && f <= 1) }')" = 1
 check serve_index_lists_processes grep -q "<td>$a</td>" <(curl -s "$URL/")
 check serve_404 test "$(curl -s -o /dev/null -w '%{http_code}' "$URL/nope")" = 404
 check serve_post_refused test "$(curl -s -o /dev/null -w '%{http_code}' -X POST --data-binary x "$URL/metrics")" = 405

@@ -50,7 +50,7 @@ static double cpu_of(pid_t pid)
 	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
-static void daemon_figures(struct metrics_daemon *d)
+static void daemon_figures(const struct targets *ts, struct metrics_daemon *d)
 {
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
@@ -64,7 +64,11 @@ static void daemon_figures(struct metrics_daemon *d)
 		fclose(f);
 	}
 	d->resident_bytes = rss * (uint64_t)sysconf(_SC_PAGESIZE);
-	d->ringbuf_fill = -1; /* not known with this libbpf (ring__avail_data_size is 1.3's) */
+	d->ringbuf_fill = -1;
+	for (int i = 0; i < ts->n; i++) { /* the fullest of the processes' rings */
+		double f = ts->t[i]->active && ts->t[i]->s ? session_ring_fill(ts->t[i]->s) : -1;
+		if (f > d->ringbuf_fill) d->ringbuf_fill = f;
+	}
 }
 
 /* HTML-escaped s into out. */
@@ -126,7 +130,7 @@ void targets_publish(struct targets *ts)
 	if (plen < page_cap) plen += (size_t)snprintf(page + plen, page_cap - plen, "</table></body></html>\n");
 	if (plen >= page_cap) plen = page_cap - 1;
 	struct metrics_daemon d = {.processes = (uint64_t)k, .attach_failures = ts->attach_failures};
-	daemon_figures(&d);
+	daemon_figures(ts, &d);
 	size_t len;
 	char *text = metrics_render(p, (size_t)k, &d, &len);
 	if (text) parser_publish("/metrics", "text/plain; version=0.0.4; charset=utf-8", text, len);

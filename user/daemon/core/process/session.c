@@ -554,6 +554,7 @@ int session_snapshot(struct session *s, struct snapshotter *snap, char *err, siz
 
 const char *session_error(const struct session *s) { return s->error; }
 struct trie *session_trie(struct session *s) { return s->trie; }
+double session_ring_fill(struct session *s) { return s->tracer ? tracer_ring_fill(s->tracer) : -1; }
 
 void session_close(struct session *s)
 {

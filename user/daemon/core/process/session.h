@@ -124,6 +124,8 @@ int session_locations(void *session, uint64_t code, const mt_location **locs);
 int session_snapshot(struct session *s, struct snapshotter *snap, char *err, size_t errlen);
 /* The context trie (for snapshots); valid until session_close. */
 struct trie *session_trie(struct session *s);
+/* How full its tracer's ring buffer is, 0 .. 1, or -1 (tracer_ring_fill). */
+double session_ring_fill(struct session *s);
 void session_close(struct session *s);
 
 #endif

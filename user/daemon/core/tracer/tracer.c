@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <sys/mount.h>
@@ -511,11 +512,29 @@ void tracer_detach(struct tracer *t)
 	t->nlinks = 0;
 }
 
+double tracer_ring_fill(struct tracer *t)
+{
+	if (!t || !t->skel) return -1;
+	int fd = bpf_map__fd(t->skel->maps.events);
+	long page = sysconf(_SC_PAGESIZE);
+	for (int i = 0; i < 2 && fd >= 0; i++) { /* page 0: consumer position, page 1: producer */
+		if (t->ring_pos[i]) continue;
+		void *p = mmap(NULL, (size_t)page, PROT_READ, MAP_SHARED, fd, i * page);
+		if (p == MAP_FAILED) return -1;
+		t->ring_pos[i] = p;
+	}
+	unsigned long cons = t->ring_pos[0][0], prod = t->ring_pos[1][0];
+	double size = (double)bpf_map__max_entries(t->skel->maps.events);
+	return size > 0 && prod >= cons ? (double)(prod - cons) / size : 0;
+}
+
 void tracer_close(struct tracer *t)
 {
 	if (!t)
 		return;
 	tracer_detach(t); /* links first: that removes the breakpoints from the target */
+	for (int i = 0; i < 2; i++)
+		if (t->ring_pos[i]) munmap((void *)t->ring_pos[i], (size_t)sysconf(_SC_PAGESIZE));
 	ring_buffer__free(t->rb);
 	memtraced_bpf__destroy(t->skel);
 	seq_table_free(&t->visible);

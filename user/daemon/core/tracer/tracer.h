@@ -130,6 +130,8 @@ int tracer_attach_sites(struct tracer *t, const struct alloc_sites *sites, char 
  * it (full copies again, e.g. after a copy cut a stack short). From any thread. */
 void tracer_set_stack_end(struct tracer *t, uint32_t tid, uint64_t end);
 void tracer_get_stats(struct tracer *t, struct tracer_stats *out);
+/* How full its ring buffer is now, 0 .. 1 (records written and not yet read), or -1. */
+double tracer_ring_fill(struct tracer *t);
 enum tracer_mode tracer_mode(const struct tracer *t);
 const char *tracer_mode_name(enum tracer_mode mode);
 /* From any thread, while t is open: the probes stop recording at once (a process held at its

@@ -21,6 +21,8 @@ struct tracer {
 	struct bpf_link *links[TRACER_MAX_LINKS];  /* fallback: perf-event uprobes */
 	int nlinks;
 	struct ring_buffer *rb;
+	const volatile unsigned long *ring_pos[2]; /* the ring's consumer and producer positions,
+	                                              mapped read-only (tracer_ring_fill) */
 
 	/* intake */
 	const struct tracer_callbacks *cb;         /* during tracer_poll/reconcile */

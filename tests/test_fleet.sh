@@ -45,7 +45,7 @@ mkdir -p "$TMP/w" "$TMP/state/memtraced"
 "$TMP/fleetsvc" wait "$TMP/w" >/dev/null 2>&1 &
 t=$!
 wait_file "$TMP/w/ready" 100
-P=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+P=$(free_port)
 exec_line=$(sed -n 's/^ExecStart=//p' "$UNIT")
 (
 	set -a

@@ -24,7 +24,6 @@ if ! bpf_ready; then
 	exit 0
 fi
 export HOME=$TMP GOCACHE=$TMP/gocache PPROF_TMPDIR=$TMP/pprof
-port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 top() { # ARGS...: go tool pprof -top's rows "flat% function", functions with flat > 0 first
 	go tool pprof -top "$@" 2>"$TMP/pprof.err" | awk '$1 ~ /^[0-9.]+[kMG]?B$/ && $1 != "0" { print $2, $6 }'
 }
@@ -38,7 +37,7 @@ a=$!
 "$TMP/svcpp_sites" wait "$TMP/b" >/dev/null 2>&1 &
 b=$!
 wait_file "$TMP/a/ready" 100 && wait_file "$TMP/b/ready" 100
-P=$(port)
+P=$(free_port)
 URL=http://127.0.0.1:$P
 "$MT" --match 'svcpp*' --rate 1e-3 --listen "127.0.0.1:$P" --duration 60 >"$TMP/mt.out" 2>"$TMP/mt.err" &
 mt=$!

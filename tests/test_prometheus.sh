@@ -22,9 +22,8 @@ if ! bpf_ready; then
 	skip prometheus_bpf "needs root and /sys/kernel/btf/vmlinux"
 	exit 0
 fi
-port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-P=$(port)
-Q=$(port)
+P=$(free_port)
+Q=$(free_port)
 QURL=http://127.0.0.1:$Q
 
 cp "$SVC" "$TMP/promleak"

@@ -23,7 +23,7 @@ if ! bpf_ready; then
 	exit 0
 fi
 export HOME=$TMP GOCACHE=$TMP/gocache PPROF_TMPDIR=$TMP/pprof
-P=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+P=$(free_port)
 URL=http://127.0.0.1:$P
 
 cp "$SVC" "$TMP/manysvc"

@@ -21,7 +21,6 @@ if ! bpf_ready; then
 	skip serve_bpf "needs root and /sys/kernel/btf/vmlinux"
 	exit 0
 fi
-port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 cp "$SITES" "$TMP/served"
 mkdir -p "$TMP/w1" "$TMP/w2"
@@ -30,7 +29,7 @@ a=$!
 "$TMP/served" wait "$TMP/w2" >/dev/null 2>&1 &
 b=$!
 wait_file "$TMP/w1/ready" 100 && wait_file "$TMP/w2/ready" 100
-P=$(port)
+P=$(free_port)
 "$MT" --match served --rate 1e-3 --snapshot-dir "$TMP/snaps" --listen "127.0.0.1:$P" --duration 12 \
 	>"$TMP/mt.out" 2>"$TMP/mt.err" &
 mt=$!
@@ -68,8 +67,7 @@ long=$(head -c 40000 /dev/zero | tr '\0' a)
 code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/$long")
 check serve_long_url_refused test "$code" != 200 -a "$code" != 404
 # the socket is the parser's: the root daemon holds no listening socket, the parser (nobody) does
-parser=""
-for c in $(ps -o pid= --ppid "$mt"); do [ "$(awk '/^Uid:/ { print $2 }' "/proc/$c/status")" = 65534 ] && parser=$c; done
+parser=$(parser_of "$mt")
 socks() { ls -l /proc/"$1"/fd 2>/dev/null | grep -c 'socket:'; }
 inode=$(awk -v p="$(printf '%04X' "$P")" '$2 ~ ":" p "$" && $4 == "0A" { print $10 }' /proc/net/tcp | head -n 1)
 check serve_parser_holds_the_socket test -n "$parser" -a -n "$inode" -a "$(ls -l /proc/"$parser"/fd 2>/dev/null | grep -c "socket:\[$inode\]")" = 1

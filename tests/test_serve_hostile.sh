@@ -20,9 +20,7 @@ if ! bpf_ready; then
 	skip hostile_bpf "needs root and /sys/kernel/btf/vmlinux"
 	exit 0
 fi
-port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
-P=$(port)
+P=$(free_port)
 URL=http://127.0.0.1:$P
 
 cp "$SITES" "$TMP/hostiled"
@@ -33,8 +31,7 @@ wait_file "$TMP/w/ready" 100
 "$MT" --match hostiled --rate 1e-3 --listen "127.0.0.1:$P" --duration 60 >"$TMP/mt.out" 2>"$TMP/mt.err" &
 mt=$!
 for _ in $(seq 100); do grep -q "pid=\"$t\"" <(curl -s "$URL/metrics") && break; sleep 0.1; done
-parser=""
-for c in $(ps -o pid= --ppid "$mt"); do [ "$(awk '/^Uid:/ { print $2 }' "/proc/$c/status")" = 65534 ] && parser=$c; done
+parser=$(parser_of "$mt")
 check hostile_parser_found test -n "$parser"
 sleep 1
 curl -s -o /dev/null "$URL/debug/pprof/heap" # the first profile's allocations, before measuring

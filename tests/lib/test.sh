@@ -31,3 +31,17 @@ wait_file() {
 	for ((i = 0; i < ${2:-600}; i++)); do [ -e "$1" ] && return 0; sleep 0.1; done
 	return 1
 }
+# free_port: a TCP port of 127.0.0.1 that nothing listens on now (for --listen, Prometheus)
+free_port() {
+	/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+# parser_of PID: the pid of memtraced PID's unprivileged parser (its child running as nobody)
+parser_of() {
+	local c
+	for c in $(ps -o pid= --ppid "$1"); do
+		[ "$(awk '/^Uid:/ { print $2 }' "/proc/$c/status" 2>/dev/null)" = 65534 ] && { echo "$c"; return 0; }
+	done
+	return 1
+}
+# rss_kb PID: its resident memory (VmRSS) in kB
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }

@@ -382,6 +382,13 @@ static void stop_intake(struct session *s)
 	s->intake_started = false;
 }
 
+/* An in-process sampler passes on only the calls it samples: below rate 1 the probes do not
+ * see the others (at rate 1 it samples, and so passes on, every one). */
+static bool calls_uncounted(const struct session *s)
+{
+	return tracer_mode(s->tracer) == TRACER_MODE_USDT && !(s->trie && trie_rate(s->trie) >= 1);
+}
+
 int session_finish(struct session *s)
 {
 	if (s->finished) return s->failed || s->trace_lost ? -1 : 0;
@@ -394,7 +401,7 @@ int session_finish(struct session *s)
 	if (!muted) tracer_detach(s->tracer);
 	stop_intake(s);
 	tracer_get_stats(s->tracer, &s->final_stats);
-	s->calls_uncounted = tracer_mode(s->tracer) == TRACER_MODE_USDT;
+	s->calls_uncounted = calls_uncounted(s);
 	/* muted (its process exec'd) or gone: nothing more comes, the slow detach (~0.5 s of
 	 * uprobe unregistering) goes to the background */
 	if (muted) tracer_close_later(s->tracer);
@@ -422,7 +429,7 @@ void session_get_totals(struct session *s, struct session_totals *t)
 {
 	struct tracer_stats st = s->final_stats;
 	if (s->tracer) tracer_get_stats(s->tracer, &st);
-	if (s->tracer) s->calls_uncounted = tracer_mode(s->tracer) == TRACER_MODE_USDT;
+	if (s->tracer) s->calls_uncounted = calls_uncounted(s);
 	memset(t, 0, sizeof *t);
 	t->calls_counted = !s->calls_uncounted;
 	t->alloc_calls = t->calls_counted ? st.alloc_calls : 0;

@@ -59,7 +59,9 @@ check serve_processes_2 grep -q "^memtraced_processes gauge memtraced_processes 
 check serve_own_cpu grep -q "^process_cpu_seconds counter process_cpu_seconds_total  [0-9]" "$TMP/p1.txt"
 fill=$(awk '$1 == "memtraced_ringbuf_fill_ratio" { print $NF }' "$TMP/p1.txt")
 check serve_ringbuf_fill test -n "$fill" -a "$(awk -v f="${fill:-2}" 'BEGIN { print (f >= 0 && f <= 1) }')" = 1
-check serve_index_lists_processes grep -q "<td>$a</td>" <(curl -s "$URL/")
+curl -s "$URL/" >"$TMP/index.html"
+check serve_index_lists_processes grep -q "<td>$a</td>" "$TMP/index.html"
+check serve_index_links_profiles grep -q "href=\"/debug/pprof/heap?pid=$a\"" "$TMP/index.html"
 check serve_404 test "$(curl -s -o /dev/null -w '%{http_code}' "$URL/nope")" = 404
 check serve_post_refused test "$(curl -s -o /dev/null -w '%{http_code}' -X POST --data-binary x "$URL/metrics")" = 405
 check serve_body_refused test "$(curl -s -o /dev/null -w '%{http_code}' -X GET --data-binary xyz "$URL/metrics")" = 413

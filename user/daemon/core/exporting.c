@@ -101,7 +101,7 @@ void targets_publish(struct targets *ts)
 				 "allocate)</li><li><a href=\"/debug/pprof/allocs\">/debug/pprof/allocs"
 				 "</a>: the same, allocated bytes by default</li>"
 				 "</ul>\n<h2>Traced processes</h2>\n<table><tr><th>pid</th><th>program"
-				 "</th><th>live (estimated)</th></tr>\n");
+				 "</th><th>live (estimated)</th><th>profiles</th></tr>\n");
 	int k = 0;
 	for (int i = 0; i < ts->n && k < n; i++) {
 		struct target *t = ts->t[i];
@@ -123,8 +123,11 @@ void targets_publish(struct targets *ts)
 		html(name, sizeof name, t->exe);
 		if (plen < page_cap)
 			plen += (size_t)snprintf(page + plen, page_cap - plen,
-						 "<tr><td>%d</td><td>%s</td><td>%.0f bytes</td></tr>\n",
-						 (int)t->pid, name, p[k].live_bytes);
+						 "<tr><td>%d</td><td>%s</td><td>%.0f bytes</td><td>"
+						 "<a href=\"/debug/pprof/heap?pid=%d\">heap</a> "
+						 "<a href=\"/debug/pprof/allocs?pid=%d\">allocs</a>"
+						 "</td></tr>\n",
+						 (int)t->pid, name, p[k].live_bytes, (int)t->pid, (int)t->pid);
 		k++;
 	}
 	if (plen < page_cap) plen += (size_t)snprintf(page + plen, page_cap - plen, "</table></body></html>\n");

@@ -71,6 +71,12 @@ static void daemon_figures(const struct targets *ts, struct metrics_daemon *d)
 	}
 }
 
+/* The label comm of pid: its /proc comm, "?" once it is gone. */
+static void comm_of(pid_t pid, char out[64])
+{
+	if (!door_proc_line(pid, "comm", out, 64)) snprintf(out, 64, "?");
+}
+
 /* HTML-escaped s into out. */
 static void html(char *out, size_t len, const char *s)
 {
@@ -112,8 +118,7 @@ void targets_publish(struct targets *ts)
 		struct live_sum ls = {0};
 		if (tr) trie_for_each_node(tr, add_node, &ls);
 		double per_sample = tr ? 8.0 / trie_rate(tr) : 0;
-		if (!door_proc_line(t->pid, "comm", comm[k], sizeof comm[k]))
-			snprintf(comm[k], sizeof comm[k], "?");
+		comm_of(t->pid, comm[k]);
 		p[k] = (struct metrics_proc){.pid = t->pid, .comm = comm[k],
 			.live_bytes = ls.nsamples * per_sample, .live_objects = ls.objects,
 			.allocated_bytes = ls.alloc_nsamples * per_sample, .samples = tot.samples,
@@ -176,8 +181,7 @@ static void answer_profile(struct targets *ts, const struct pr_want *w, const st
 	for (int i = 0; i < ts->n; i++) {
 		struct target *t = ts->t[i];
 		if (!wanted(t, w)) continue;
-		if (!door_proc_line(t->pid, "comm", comm[n], sizeof comm[n]))
-			snprintf(comm[n], sizeof comm[n], "?");
+		comm_of(t->pid, comm[n]);
 		p[n] = (struct profile_proc){.pid = t->pid, .comm = comm[n], .exe = t->exe,
 			.trie = session_trie(t->s), .locs = session_locations, .locs_ctx = t->s};
 		for (int k = 0; win && k < win->n; k++)

@@ -19,26 +19,26 @@
 #define MT_MAP_ANONYMOUS 0x20
 #define MT_MAP_FIXED_NOREPLACE 0x100000
 
-/* Set at the first sampled mapping: unmappings are reported from then on. */
-volatile __u32 mapping_sampled = 0;
+/* A slot's mapping_sampled is set at its first sampled mapping: unmappings are reported
+ * from then on. */
 
 static __always_inline bool syscall_failed(long ret)
 {
 	return (unsigned long)ret >= (unsigned long)-4095L;
 }
 
-static __always_inline void emit_unmap(__u64 id, __u64 addr, __u64 len)
+static __always_inline void emit_unmap(struct mt_counts *c, __u32 owner, __u64 id, __u64 addr,
+				       __u64 len)
 {
-	struct mt_cpu_state *st = this_cpu_state();
 	struct mt_unmap_record *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) { /* the mapping stays live in the trace: counted like a lost free */
-		__sync_fetch_and_add(&st->drop_ringbuf, 1);
+		__sync_fetch_and_add(&c->drop_ringbuf, 1);
 		return;
 	}
 	r->type = MT_REC_UNMAP;
 	r->pid = id >> 32;
 	r->tid = (__u32)id;
-	r->pad = 0;
+	r->owner = owner;
 	r->addr = addr;
 	r->len = len;
 	r->time_ns = bpf_ktime_get_ns();
@@ -58,11 +58,12 @@ static long vma_reserved(struct task_struct *task, struct vm_area_struct *vma, v
 	return 0;
 }
 
-static __always_inline void sample_mapping(__u64 id, __u64 addr, __u64 len)
+static __always_inline void sample_mapping(struct mt_slot *sl, struct mt_counts *c, __u32 owner,
+					   __u64 id, __u64 addr, __u64 len)
 {
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	struct mt_cpu_state *st = this_cpu_state();
-	__sync_fetch_and_add(&st->map_calls, 1);
+	__sync_fetch_and_add(&c->map_calls, 1);
 	__u64 n = sample_points(st, len);
 	if (!n)
 		return;
@@ -75,8 +76,8 @@ static __always_inline void sample_mapping(__u64 id, __u64 addr, __u64 len)
 	call->size = len;
 	call->nsamples = n;
 	call->fn = 0;
-	mapping_sampled = 1;
-	emit_alloc(regs, st, id, call, addr, KIND_MAPPING);
+	sl->mapping_sampled = 1;
+	emit_alloc(regs, c, owner, id, call, addr, KIND_MAPPING);
 }
 
 /* A system call's arguments, from its enter to its exit (per thread). */
@@ -100,11 +101,14 @@ enum { CALL_MMAP = 1, CALL_MUNMAP, CALL_MREMAP, CALL_MPROTECT, CALL_MADVISE };
 static __always_inline int enter(struct trace_event_raw_sys_enter *ctx, __u32 nr)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	if ((__u32)(id >> 32) != target_tgid || muted)
+	__u32 owner;
+	struct mt_counts *cnt;
+	struct mt_slot *sl = slot_of_tgid(id >> 32, &owner, &cnt);
+	if (!sl)
 		return 0;
 	/* mmap and mprotect can make memory; munmap, mremap and madvise only matter once one was
 	 * sampled (and madvise only to give memory back) */
-	if (nr != CALL_MMAP && nr != CALL_MPROTECT && !mapping_sampled)
+	if (nr != CALL_MMAP && nr != CALL_MPROTECT && !sl->mapping_sampled)
 		return 0;
 	if (nr == CALL_MADVISE && ctx->args[2] != MT_MADV_DONTNEED && ctx->args[2] != MT_MADV_FREE)
 		return 0;
@@ -151,8 +155,12 @@ SEC("tracepoint/syscalls/sys_exit_mmap")
 int mapping_exit(struct trace_event_raw_sys_exit *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	if ((__u32)(id >> 32) != target_tgid || muted)
+	__u32 owner;
+	struct mt_counts *cnt;
+	struct mt_slot *sl = slot_of_tgid(id >> 32, &owner, &cnt);
+	if (!sl)
 		return 0;
+	bool mapping_sampled = sl->mapping_sampled;
 	struct mapping_call *c = bpf_task_storage_get(&mapping_calls, bpf_get_current_task_btf(), 0, 0);
 	if (!c || !c->nr)
 		return 0;
@@ -164,39 +172,39 @@ int mapping_exit(struct trace_event_raw_sys_exit *ctx)
 	__u64 len = c->args[1];
 	bool anon = false;
 	if (nr == CALL_MUNMAP) {
-		emit_unmap(id, c->args[0], len);
+		emit_unmap(cnt, owner, id, c->args[0], len);
 		return 0;
 	}
 	if (nr == CALL_MADVISE) {
 		/* MADV_DONTNEED / MADV_FREE: the range's memory is given back (the mapping stays;
 		 * what is touched again later, with no system call, is not seen) */
-		emit_unmap(id, c->args[0], len);
+		emit_unmap(cnt, owner, id, c->args[0], len);
 		return 0;
 	}
 	if (nr == CALL_MPROTECT) {
 		/* A reservation's range made usable is memory made now; a usable range made
 		 * PROT_NONE again is freed (a JIT's RW <-> RX flips are neither). */
 		if (c->args[3] && c->args[2] != 0)
-			sample_mapping(id, c->args[0], len);
+			sample_mapping(sl, cnt, owner, id, c->args[0], len);
 		else if (!c->args[3] && c->args[2] == 0 && mapping_sampled)
-			emit_unmap(id, c->args[0], len);
+			emit_unmap(cnt, owner, id, c->args[0], len);
 		return 0;
 	}
 	if (nr == CALL_MMAP) {
 		__u64 flags = c->args[3];
 		if ((flags & (MT_MAP_FIXED | MT_MAP_FIXED_NOREPLACE)) && mapping_sampled)
-			emit_unmap(id, (__u64)ret, len); /* what it replaced is gone */
+			emit_unmap(cnt, owner, id, (__u64)ret, len); /* what it replaced is gone */
 		/* PROT_NONE: a reservation of address space (V8's code range, an allocator's
 		 * arena, a Go or Java heap), not memory; the part made usable later by a MAP_FIXED
 		 * mmap over it is a mapping of its own and counted (by mprotect: not seen) */
 		anon = (flags & MT_MAP_ANONYMOUS) && c->args[2] != 0;
 	} else { /* CALL_MREMAP */
 		if (mapping_sampled)
-			emit_unmap(id, c->args[0], len);
+			emit_unmap(cnt, owner, id, c->args[0], len);
 		len = c->args[2];
 		bpf_find_vma(bpf_get_current_task_btf(), (__u64)ret, vma_anonymous, &anon, 0);
 	}
 	if (anon)
-		sample_mapping(id, (__u64)ret, len);
+		sample_mapping(sl, cnt, owner, id, (__u64)ret, len);
 	return 0;
 }

@@ -1,14 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 /* memtraced's BPF side: uprobes on the target's allocator.
  *
+ * One loaded object serves every traced process of the daemon (userspace's tracer_host.c):
+ * each holds a slot (`slots`, include/memtraced_events.h), its uprobe links carry its owner
+ * in their cookies, records and live-map keys carry the owner, counters are per slot.
+ *
  * Cost model (docs/kernel-facts.md): the trap is the cost, so an UNSAMPLED call does as little
- * as possible: tgid check, a per-CPU counter, a nesting check (two lookups), the byte
- * countdown, and the entry program returns 1 so the session uprobe sets no return probe. No
- * map update, no ring-buffer record. (realloc & co. also note themselves in task storage.)
+ * as possible: the slot check (owner, tgid, muted), a per-CPU counter of the slot, a nesting
+ * check (two lookups), the byte countdown, and the entry program returns 1 so the session
+ * uprobe sets no return probe. No map update, no ring-buffer record. (realloc & co. also note
+ * themselves in task storage.)
  *
  * A SAMPLED call (or a realloc of a sampled live block) stores its entry state in the
  * `inflight` map (key: tid) and keeps its return probe. At the return, a successful allocation
- * gets a seq, goes into the `live` map (address -> seq), and one MT_REC_ALLOC record is written
+ * gets a seq, goes into the `live` map ((address, owner) -> seq), and one MT_REC_ALLOC record is written
  * with the entry registers and a copy of the user stack from the entry's rsp (the caller frames
  * do not change while the callee runs). Frees of live sampled blocks write MT_REC_FREE.
  *
@@ -22,9 +27,9 @@
  *   fallback (uprobe + uretprobe):      alloc_entry + alloc_return, free_probe
  *   floor (benchmark): floor_session or floor_entry + floor_return, floor_free: empty bodies
  *   usdt (an in-process sampler, --inject): usdt_alloc, usdt_free on otel_memory:alloc/free
- *   mappings (any mode but the floor): mmap_exit, munmap_exit, mremap_exit (fexit, global,
- *   filtered by tgid), see mapping_probes.bpf.h
- * The probed function is the attach cookie (enum mt_fn).
+ *   mappings (any mode but the floor): the mmap, munmap, mremap, mprotect and madvise
+ *   system call tracepoints (global, their slot found by tgid), see mapping_probes.bpf.h
+ * The probed function and the tracer's owner are the attach cookie (MT_COOKIE).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -37,21 +42,57 @@ char LICENSE[] SEC("license") = "GPL";
 
 extern bool bpf_session_is_return(void) __ksym __weak;
 
-/* The traced process: set by userspace before attach (in .bss, so that a program loaded ahead
- * of time, for no process yet, can be given one: see tracer_adopt). */
-volatile __u32 target_tgid = 0;
+/* The traced processes, one slot each (include/memtraced_events.h: owners, cookies). Set by
+ * userspace through the mmap'ed .bss: a slot is given its process when a tracer takes it or
+ * adopts one (tracer_adopt), muted when the process exec'd (the calls are the new program's,
+ * which a tracer of its own records: these probes stop at once). */
+struct mt_slot slots[MT_MAX_SLOTS];
 /* Set by userspace before load. */
 const volatile __u32 sample_all = 0;         /* rate 1: every word is a sample point */
 const volatile __u64 mean_gap = 8;           /* mean bytes between sample points: 8 / rate */
 const volatile __u32 stack_bytes = MT_STACK_BYTES_DEFAULT;
 const volatile __u64 wakeup_bytes = 1 << 21; /* wake the consumer when this much is pending */
 const volatile __u64 exp_gaps[MT_EXP_TABLE]; /* exponential variates, mean mean_gap, >= 1 */
-/* Set by userspace (tracer_mute, through the mmap'ed .bss) when the process exec'd: the calls
- * are the new program's, which a tracer of its own records; these probes stop at once. */
-volatile __u32 muted = 0;
-
 struct mt_cpu_state cpu_state[MT_MAX_CPUS];
 __u64 last_seq;
+
+/* Each slot's counters, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MT_MAX_SLOTS);
+	__type(key, __u32);
+	__type(value, struct mt_counts);
+} slot_counts SEC(".maps");
+
+/* The owner of a traced process's slot, for the programs whose attachment says nothing of it
+ * (the system call tracepoints are global; libbpf's USDT programs use the cookie). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4 * MT_MAX_SLOTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} tgid_owner SEC(".maps");
+
+/* The slot of owner if it is live and traces the calling process, with its counters. */
+static __always_inline struct mt_slot *slot_of(__u32 owner, __u32 tgid, struct mt_counts **c)
+{
+	__u32 i = MT_OWNER_SLOT(owner);
+	struct mt_slot *sl = &slots[i];
+	if (sl->owner != owner || sl->tgid != tgid || sl->muted)
+		return NULL;
+	*c = bpf_map_lookup_elem(&slot_counts, &i);
+	return *c ? sl : NULL;
+}
+
+/* The same, found by the calling process's tgid. */
+static __always_inline struct mt_slot *slot_of_tgid(__u32 tgid, __u32 *owner, struct mt_counts **c)
+{
+	__u32 *o = bpf_map_lookup_elem(&tgid_owner, &tgid);
+	if (!o)
+		return NULL;
+	*owner = *o;
+	return slot_of(*owner, tgid, c);
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -63,7 +104,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1 << 20);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u64);
+	__type(key, struct mt_live_key);
 	__type(value, struct mt_live_block);
 } live SEC(".maps");
 
@@ -254,10 +295,13 @@ static __always_inline void copy_entry_regs(__u64 *r, struct pt_regs *ctx)
 static __always_inline int on_alloc_entry(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	if ((__u32)(id >> 32) != target_tgid || muted)
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	struct mt_counts *c;
+	if (!slot_of(MT_COOKIE_OWNER(cookie), id >> 32, &c))
 		return 1;
 	__u32 tid = (__u32)id;
-	__u32 fn = (__u32)bpf_get_attach_cookie(ctx);
+	__u32 fn = MT_COOKIE_FN(cookie);
+	struct mt_live_key old_key = {.owner = MT_COOKIE_OWNER(cookie)};
 	struct mt_cpu_state *st = this_cpu_state();
 	__u64 sp = PT_REGS_SP(ctx);
 	__u64 ip = PT_REGS_IP(ctx);
@@ -266,7 +310,7 @@ static __always_inline int on_alloc_entry(struct pt_regs *ctx)
 	 * reaching malloc, posix_memalign reaching malloc, reallocarray reaching realloc are one
 	 * call each. */
 	if (is_nested(st, tid, fn, sp)) {
-		__sync_fetch_and_add(&st->nested_skipped, 1);
+		__sync_fetch_and_add(&c->nested_skipped, 1);
 		return 1;
 	}
 	/* A realloc of a block also frees one: counted as a free too, like a free call. With
@@ -276,9 +320,9 @@ static __always_inline int on_alloc_entry(struct pt_regs *ctx)
 		       fn == MT_FN_REALLOCF) && PT_REGS_PARM1(ctx);
 	bool to_zero = resize && (fn == MT_FN_REALLOC || fn == MT_FN_REALLOCF) && !PT_REGS_PARM2(ctx);
 	if (resize && !to_zero)
-		__sync_fetch_and_add(&st->free_calls, 1);
+		__sync_fetch_and_add(&c->free_calls, 1);
 	if (!to_zero)
-		__sync_fetch_and_add(&st->alloc_calls, 1);
+		__sync_fetch_and_add(&c->alloc_calls, 1);
 
 	__u64 size = 0, n = 0, elem = 0, old_ptr = 0, memptr = 0;
 	switch (fn) {
@@ -328,7 +372,8 @@ static __always_inline int on_alloc_entry(struct pt_regs *ctx)
 	}
 
 	__u64 nsamples = size ? sample_points(st, size) : 0;
-	struct mt_live_block *old = old_ptr ? bpf_map_lookup_elem(&live, &old_ptr) : NULL;
+	old_key.addr = old_ptr;
+	struct mt_live_block *old = old_ptr ? bpf_map_lookup_elem(&live, &old_key) : NULL;
 	if (!nsamples && !old) {
 		if (fn_may_nest(fn)) {
 			struct unsampled_outer *u = bpf_task_storage_get(
@@ -361,7 +406,7 @@ static __always_inline int on_alloc_entry(struct pt_regs *ctx)
 	}
 	copy_entry_regs(call.regs, ctx);
 	if (bpf_map_update_elem(&inflight, &tid, &call, BPF_ANY)) {
-		__sync_fetch_and_add(&st->drop_map_full, 1);
+		__sync_fetch_and_add(&c->drop_map_full, 1);
 		return 1;
 	}
 	return 0;
@@ -373,17 +418,18 @@ static __always_inline void submit(void *rec)
 	bpf_ringbuf_submit(rec, pending >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
-static __always_inline void emit_free(struct mt_cpu_state *st, __u64 id, __u64 seq, __u64 addr)
+static __always_inline void emit_free(struct mt_counts *c, __u32 owner, __u64 id, __u64 seq,
+				      __u64 addr)
 {
 	struct mt_free_record *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) { /* the live map no longer has it: tracer_reconcile() reports it */
-		__sync_fetch_and_add(&st->drop_ringbuf, 1);
+		__sync_fetch_and_add(&c->drop_ringbuf, 1);
 		return;
 	}
 	r->type = MT_REC_FREE;
 	r->pid = id >> 32;
 	r->tid = (__u32)id;
-	r->pad = 0;
+	r->owner = owner;
 	r->seq = seq;
 	r->addr = addr;
 	r->time_ns = bpf_ktime_get_ns();
@@ -514,36 +560,41 @@ enum alloc_kind {
 	KIND_MAPPING,  /* an anonymous mmap/mremap system call: the user regs at the syscall */
 };
 
-static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cpu_state *st,
-					      __u64 id, struct inflight_call *call, __u64 addr,
-					      const enum alloc_kind kind, struct record_scratch *sc);
+static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_counts *c,
+					      __u32 owner, __u64 id, struct inflight_call *call,
+					      __u64 addr, const enum alloc_kind kind,
+					      struct record_scratch *sc);
 
-static __always_inline void emit_alloc(struct pt_regs *ctx, struct mt_cpu_state *st, __u64 id,
-				       struct inflight_call *call, __u64 addr, const enum alloc_kind kind)
+static __always_inline void emit_alloc(struct pt_regs *ctx, struct mt_counts *c, __u32 owner,
+				       __u64 id, struct inflight_call *call, __u64 addr,
+				       const enum alloc_kind kind)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct record_scratch *sc = bpf_map_lookup_elem(&scratch, &cpu);
 	if (!sc)
 		return;
+	struct mt_cpu_state *st = this_cpu_state();
 	if (__sync_lock_test_and_set(&st->scratch_busy, 1)) {
-		__sync_fetch_and_add(&st->drop_ringbuf, 1);
+		__sync_fetch_and_add(&c->drop_ringbuf, 1);
 		return;
 	}
-	emit_with_scratch(ctx, st, id, call, addr, kind, sc);
+	emit_with_scratch(ctx, c, owner, id, call, addr, kind, sc);
 	__sync_fetch_and_and(&st->scratch_busy, 0); /* release (BPF has no plain atomic store) */
 }
 
-static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cpu_state *st,
-					      __u64 id, struct inflight_call *call, __u64 addr,
-					      const enum alloc_kind kind, struct record_scratch *sc)
+static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_counts *c,
+					      __u32 owner, __u64 id, struct inflight_call *call,
+					      __u64 addr, const enum alloc_kind kind,
+					      struct record_scratch *sc)
 {
 	__u64 seq = __sync_fetch_and_add(&last_seq, 1) + 1;
 	struct mt_live_block block = { .seq = seq, .size = call->size };
+	struct mt_live_key key = { .addr = addr, .owner = owner };
 	/* Into the live map BEFORE the record: whatever userspace has seen is in the map until
 	 * freed, which is what reconciliation relies on. (A mapping's lifetime is userspace's:
 	 * munmap may cut it in pieces.) */
-	if (kind != KIND_MAPPING && bpf_map_update_elem(&live, &addr, &block, BPF_ANY)) {
-		__sync_fetch_and_add(&st->drop_map_full, 1);
+	if (kind != KIND_MAPPING && bpf_map_update_elem(&live, &key, &block, BPF_ANY)) {
+		__sync_fetch_and_add(&c->drop_map_full, 1);
 		return;
 	}
 	__u64 sp = call->entry_sp;
@@ -574,6 +625,8 @@ static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cpu
 	r->size = call->size;
 	r->nsamples = call->nsamples;
 	__builtin_memcpy(r->regs, call->regs, sizeof(r->regs));
+	r->owner = owner;
+	r->pad = 0;
 	if (copied > MT_STACK_BYTES_MAX)
 		copied = MT_STACK_BYTES_MAX;
 	r->stack_len = copied;
@@ -585,19 +638,19 @@ static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cpu
 		__builtin_memcpy(stack, &ret_addr, sizeof(ret_addr));
 	}
 	if (kind == KIND_PROBE ? copied < 8 : copied == 0)
-		__sync_fetch_and_add(&st->drop_stack_copy, 1);
+		__sync_fetch_and_add(&c->drop_stack_copy, 1);
 	__u64 pending = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
 	__u64 size = sizeof(*r) + (copied & (2 * MT_STACK_BYTES_MAX - 1));
 	if (size > sizeof(*sc))
 		size = sizeof(*sc);
 	if (bpf_ringbuf_output(&events, sc, size,
 			       pending >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP)) {
-		__sync_fetch_and_add(&st->drop_ringbuf, 1);
+		__sync_fetch_and_add(&c->drop_ringbuf, 1);
 		if (kind != KIND_MAPPING)
-			bpf_map_delete_elem(&live, &addr);
+			bpf_map_delete_elem(&live, &key);
 		return;
 	}
-	__sync_fetch_and_add(&st->samples, 1);
+	__sync_fetch_and_add(&c->samples, 1);
 }
 
 /* Return of a call whose entry kept a return probe. match_call: fallback mode, where every
@@ -605,16 +658,18 @@ static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cpu
 static __always_inline void on_alloc_return(struct pt_regs *ctx, bool match_call)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	if ((__u32)(id >> 32) != target_tgid || muted)
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 owner = MT_COOKIE_OWNER(cookie);
+	struct mt_counts *c;
+	if (!slot_of(owner, id >> 32, &c))
 		return;
 	__u32 tid = (__u32)id;
 	struct inflight_call *call = bpf_map_lookup_elem(&inflight, &tid);
 	if (!call)
 		return;
-	if (match_call && ((__u32)bpf_get_attach_cookie(ctx) != call->fn ||
+	if (match_call && (MT_COOKIE_FN(cookie) != call->fn ||
 			   PT_REGS_SP(ctx) != call->entry_sp + 8))
 		return;
-	struct mt_cpu_state *st = this_cpu_state();
 	__u64 addr = PT_REGS_RC(ctx);
 	if (call->fn == MT_FN_POSIX_MEMALIGN) {
 		__u64 result = addr;
@@ -633,13 +688,13 @@ static __always_inline void on_alloc_return(struct pt_regs *ctx, bool match_call
 	bool old_gone = addr || call->fn == MT_FN_REALLOCF ||
 			(call->size == 0 && (call->fn == MT_FN_REALLOC || call->fn == MT_FN_REALLOCARRAY));
 	if (call->old_ptr && old_gone) {
-		__u64 old_ptr = call->old_ptr;
-		struct mt_live_block *old = bpf_map_lookup_elem(&live, &old_ptr);
-		if (old && old->seq == call->old_seq && bpf_map_delete_elem(&live, &old_ptr) == 0)
-			emit_free(st, id, call->old_seq, old_ptr);
+		struct mt_live_key old_key = {.addr = call->old_ptr, .owner = owner};
+		struct mt_live_block *old = bpf_map_lookup_elem(&live, &old_key);
+		if (old && old->seq == call->old_seq && bpf_map_delete_elem(&live, &old_key) == 0)
+			emit_free(c, owner, id, call->old_seq, call->old_ptr);
 	}
 	if (call->nsamples && addr)
-		emit_alloc(ctx, st, id, call, addr, KIND_PROBE);
+		emit_alloc(ctx, c, owner, id, call, addr, KIND_PROBE);
 	bpf_map_delete_elem(&inflight, &tid);
 }
 
@@ -676,18 +731,19 @@ SEC("uprobe")
 int free_probe(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	if ((__u32)(id >> 32) != target_tgid || muted)
+	__u32 owner = MT_COOKIE_OWNER(bpf_get_attach_cookie(ctx));
+	struct mt_counts *c;
+	if (!slot_of(owner, id >> 32, &c))
 		return 0;
-	struct mt_cpu_state *st = this_cpu_state();
-	__sync_fetch_and_add(&st->free_calls, 1);
-	__u64 addr = PT_REGS_PARM1(ctx);
-	struct mt_live_block *block = bpf_map_lookup_elem(&live, &addr);
+	__sync_fetch_and_add(&c->free_calls, 1);
+	struct mt_live_key key = {.addr = PT_REGS_PARM1(ctx), .owner = owner};
+	struct mt_live_block *block = bpf_map_lookup_elem(&live, &key);
 	if (!block)
 		return 0;
 	__u64 seq = block->seq;
-	if (bpf_map_delete_elem(&live, &addr)) /* another path reported it */
+	if (bpf_map_delete_elem(&live, &key)) /* another path reported it */
 		return 0;
-	emit_free(st, id, seq, addr);
+	emit_free(c, owner, id, seq, key.addr);
 	return 0;
 }
 

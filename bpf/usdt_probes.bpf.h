@@ -9,10 +9,11 @@ SEC("usdt")
 int BPF_USDT(usdt_alloc, __u64 ptr, __u64 size, __u64 weight)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	if ((__u32)(id >> 32) != target_tgid || muted || !ptr)
+	__u32 owner;
+	struct mt_counts *c;
+	if (!ptr || !slot_of_tgid(id >> 32, &owner, &c))
 		return 0;
-	struct mt_cpu_state *st = this_cpu_state();
-	__sync_fetch_and_add(&st->alloc_calls, 1);
+	__sync_fetch_and_add(&c->alloc_calls, 1);
 	__u64 gap = sample_all ? 8 : mean_gap;
 	__u64 n = gap ? (weight + gap / 2) / gap : 0;
 	__u32 key = 0;
@@ -24,7 +25,7 @@ int BPF_USDT(usdt_alloc, __u64 ptr, __u64 size, __u64 weight)
 	call->size = size;
 	call->nsamples = n ? n : 1;
 	call->fn = MT_FN_MALLOC;
-	emit_alloc(ctx, st, id, call, ptr, KIND_SAMPLER);
+	emit_alloc(ctx, c, owner, id, call, ptr, KIND_SAMPLER);
 	return 0;
 }
 
@@ -32,17 +33,19 @@ SEC("usdt")
 int BPF_USDT(usdt_free, __u64 ptr)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	if ((__u32)(id >> 32) != target_tgid || muted)
+	__u32 owner;
+	struct mt_counts *c;
+	if (!slot_of_tgid(id >> 32, &owner, &c))
 		return 0;
-	struct mt_cpu_state *st = this_cpu_state();
-	__sync_fetch_and_add(&st->free_calls, 1);
-	struct mt_live_block *block = bpf_map_lookup_elem(&live, &ptr);
+	__sync_fetch_and_add(&c->free_calls, 1);
+	struct mt_live_key key = {.addr = ptr, .owner = owner};
+	struct mt_live_block *block = bpf_map_lookup_elem(&live, &key);
 	if (!block)
 		return 0;
 	__u64 seq = block->seq;
-	if (bpf_map_delete_elem(&live, &ptr))
+	if (bpf_map_delete_elem(&live, &key))
 		return 0;
-	emit_free(st, id, seq, ptr);
+	emit_free(c, owner, id, seq, ptr);
 	return 0;
 }
 

@@ -21,6 +21,17 @@
 #define MT_MAX_CPUS 1024               /* per-CPU slots in global data (index is cpu & (MAX-1)) */
 #define MT_EXP_TABLE 4096              /* precomputed exponential gaps, indexed by prandom */
 
+/* One BPF object serves many traced processes (user/daemon/core/tracer/tracer_host.c): each
+ * tracer holds a slot of it. An owner names one use of a slot: slot | gen << 16, gen >= 1, so
+ * that a record or live block of a slot's former tracer is never taken for its new one's.
+ * Uprobe links carry their owner in the attach cookie (fn | owner << 32); the system call
+ * tracepoints and USDT probes find it by tgid (map tgid_owner). */
+#define MT_MAX_SLOTS 256
+#define MT_OWNER_SLOT(o) ((o) & (MT_MAX_SLOTS - 1))
+#define MT_COOKIE(fn, owner) ((__u64)(fn) | (__u64)(owner) << 32)
+#define MT_COOKIE_FN(c) ((__u32)(c) & 0xff)
+#define MT_COOKIE_OWNER(c) ((__u32)((c) >> 32))
+
 /* The probed function, passed as the attach cookie and in records: the same values as
  * enum alloc_fn in user/daemon/shared/protocol/allocfn.h (tracer.c checks it at compile time). */
 enum mt_fn {
@@ -63,6 +74,8 @@ struct mt_alloc_record {
 	__u64 time_ns;         /* bpf_ktime_get_ns() at the return */
 	__u64 addr, size, nsamples;
 	__u64 regs[MT_NREGS];
+	__u32 owner;           /* the tracer's slot and generation (MT_MAX_SLOTS) */
+	__u32 pad;
 	__u32 stack_len;       /* valid bytes in stack[] */
 	__u32 stack_reserved;  /* bytes reserved for stack[] in this record (a power of two) */
 	__u8 stack[];
@@ -72,7 +85,7 @@ struct mt_alloc_record {
 struct mt_free_record {
 	__u32 type;            /* MT_REC_FREE */
 	__u32 pid, tid;
-	__u32 pad;
+	__u32 owner;
 	__u64 seq;             /* the seq of the block's MT_REC_ALLOC */
 	__u64 addr;
 	__u64 time_ns;
@@ -82,13 +95,19 @@ struct mt_free_record {
 struct mt_unmap_record {
 	__u32 type;            /* MT_REC_UNMAP */
 	__u32 pid, tid;
-	__u32 pad;
+	__u32 owner;
 	__u64 addr, len;
 	__u64 time_ns;
 };
 
-/* Value of the live map (key: block address): the BPF map is the truth about which sampled
- * blocks are live. */
+/* Key and value of the live map: the BPF map is the truth about which sampled blocks are
+ * live. */
+struct mt_live_key {
+	__u64 addr;
+	__u32 owner;
+	__u32 pad;
+};
+
 struct mt_live_block {
 	__u64 seq;
 	__u64 size;
@@ -97,14 +116,8 @@ struct mt_live_block {
 /* Per-CPU state in the program's global data (.bss), one cache line pair per CPU. Counters are
  * added atomically (a program can be preempted on a PREEMPT kernel); userspace sums them. */
 struct mt_cpu_state {
-	__u64 countdown;       /* bytes until the next sample point (0 = not drawn yet) */
-	__u64 alloc_calls;     /* probe hits of allocation functions (nested ones included) */
-	__u64 free_calls;      /* probe hits of free (after its NULL test) */
-	__u64 samples;         /* MT_REC_ALLOC records submitted */
-	__u64 nested_skipped;  /* calls recognized as nested in another probed call: not counted */
-	__u64 drop_ringbuf;    /* records lost because the ring buffer was full */
-	__u64 drop_map_full;   /* samples lost because the live or in-flight map was full */
-	__u64 drop_stack_copy; /* samples submitted without stack (copy failed even at 1 KiB) */
+	__u64 countdown;       /* bytes until the next sample point (0 = not drawn yet); one
+	                          byte stream for every process: it stays a Poisson process */
 	/* Backup nest guard for UNSAMPLED calls of functions that may call another probed
 	 * function (realloc -> malloc...), see the BPF program. */
 	__u64 nest_sp;         /* its rsp at entry (where its return address is) */
@@ -112,9 +125,28 @@ struct mt_cpu_state {
 	__u64 nest_ip;         /* its entry address */
 	__u32 nest_tid;
 	__u32 nest_fn;
-	__u64 map_calls;       /* successful anonymous mmap/mremap calls */
 	__u64 scratch_busy;    /* the CPU's record buffer is in use (a preempted program) */
-	__u64 pad[2];
-} __attribute__((aligned(128)));
+} __attribute__((aligned(64)));
+
+/* A slot's counters (a per-CPU array indexed by slot; userspace sums the CPUs and zeroes
+ * them when it hands the slot out). */
+struct mt_counts {
+	__u64 alloc_calls;     /* probe hits of allocation functions (nested ones included) */
+	__u64 free_calls;      /* probe hits of free (after its NULL test) */
+	__u64 samples;         /* MT_REC_ALLOC records submitted */
+	__u64 nested_skipped;  /* calls recognized as nested in another probed call: not counted */
+	__u64 drop_ringbuf;    /* records lost because the ring buffer was full */
+	__u64 drop_map_full;   /* samples lost because the live or in-flight map was full */
+	__u64 drop_stack_copy; /* samples submitted without stack (copy failed even at 1 KiB) */
+	__u64 map_calls;       /* successful anonymous mmap/mremap calls */
+};
+
+/* A slot's state (global data, written by userspace but mapping_sampled). */
+struct mt_slot {
+	__u32 tgid;            /* the traced process (0: none yet) */
+	__u32 owner;           /* the current owner; a link or record of another is stale */
+	__u32 muted;           /* the process exec'd: these probes stop at once */
+	__u32 mapping_sampled; /* a mapping was sampled: unmappings are reported from then on */
+};
 
 #endif

@@ -164,7 +164,7 @@ struct seen {
 	bool check_maps;  /* look up rsp / return address in /proc/PID/maps (slow: basic only) */
 };
 
-static void on_alloc(void *ctx, const struct tracer_alloc *a)
+static int on_alloc(void *ctx, const struct tracer_alloc *a)
 {
 	struct seen *s = ctx;
 	if (s->nallocs == s->cap) {
@@ -185,9 +185,10 @@ static void on_alloc(void *ctx, const struct tracer_alloc *a)
 		x->ret_in_workload = find_mapping(s->pid, x->ret_addr, perms, path, sizeof(path)) &&
 		                     perms[2] == 'x' && strstr(path, "capture_workload");
 	}
+	return 0;
 }
 
-static void on_free(void *ctx, const struct tracer_free *f)
+static int on_free(void *ctx, const struct tracer_free *f)
 {
 	struct seen *s = ctx;
 	if (s->nfrees == s->freed_cap) {
@@ -195,6 +196,7 @@ static void on_free(void *ctx, const struct tracer_free *f)
 		s->freed_seqs = realloc(s->freed_seqs, s->freed_cap * sizeof(uint64_t));
 	}
 	s->freed_seqs[s->nfrees++] = f->seq;
+	return 0;
 }
 
 static const struct tracer_callbacks callbacks = { .alloc = on_alloc, .free = on_free };
@@ -235,12 +237,13 @@ struct run {
 static int drop_live_entries(struct tracer *t, int n, uint64_t *seqs)
 {
 	int fd = tracer_live_map_fd(t);
-	uint64_t key, next;
+	struct mt_live_key key, next;
 	bool have = false;
 	int done = 0;
 	while (done < n && bpf_map_get_next_key(fd, have ? &key : NULL, &next) == 0) {
 		struct mt_live_block v;
-		if (bpf_map_lookup_elem(fd, &next, &v) == 0 && seq_table_get(&t->visible, v.seq) &&
+		if (next.owner == tracer_owner(t) && bpf_map_lookup_elem(fd, &next, &v) == 0 &&
+		    seq_table_get(&t->visible, v.seq) &&
 		    bpf_map_delete_elem(fd, &next) == 0) {
 			seqs[done++] = v.seq;
 			have = false; /* restart: the iteration order changed */

@@ -14,6 +14,7 @@ struct record_queue {
 	struct rq_item *head, *tail;
 	size_t bytes, max_bytes, high_water;
 	bool closed;
+	bool never_wait;              /* rq_never_wait */
 	bool kicked;                  /* rq_kick_all: the waiting consumer returns now */
 	struct record_queue *next_q;  /* in the list of live queues */
 };
@@ -79,9 +80,21 @@ void rq_destroy(struct record_queue *q)
 	free(q);
 }
 
-static void push(struct record_queue *q, struct rq_item *it, size_t size)
+void rq_never_wait(struct record_queue *q)
 {
 	pthread_mutex_lock(&q->lock);
+	q->never_wait = true;
+	pthread_mutex_unlock(&q->lock);
+}
+
+static int push(struct record_queue *q, struct rq_item *it, size_t size)
+{
+	pthread_mutex_lock(&q->lock);
+	if (q->never_wait && !q->closed && q->bytes > 0 && q->bytes + size > q->max_bytes) {
+		pthread_mutex_unlock(&q->lock);
+		free(it);
+		return -1;
+	}
 	while (!q->closed && q->bytes > 0 && q->bytes + size > q->max_bytes)
 		pthread_cond_wait(&q->not_full, &q->lock);
 	it->next = NULL;
@@ -92,6 +105,7 @@ static void push(struct record_queue *q, struct rq_item *it, size_t size)
 	if (q->bytes > q->high_water) q->high_water = q->bytes;
 	pthread_cond_signal(&q->not_empty);
 	pthread_mutex_unlock(&q->lock);
+	return 0;
 }
 
 int rq_push_alloc(struct record_queue *q, const struct tracer_alloc *a)
@@ -108,8 +122,7 @@ int rq_push_alloc(struct record_queue *q, const struct tracer_alloc *a)
 	it->a.regs = it->regs;
 	it->a.stack = it->stack;
 	it->a.stack_len = stack_len;
-	push(q, it, size);
-	return 0;
+	return push(q, it, size);
 }
 
 int rq_push_free(struct record_queue *q, const struct tracer_free *f)
@@ -118,8 +131,7 @@ int rq_push_free(struct record_queue *q, const struct tracer_free *f)
 	if (!it) return -1;
 	it->is_free = true;
 	it->f = *f;
-	push(q, it, sizeof *it);
-	return 0;
+	return push(q, it, sizeof *it);
 }
 
 void rq_close(struct record_queue *q)

@@ -1,8 +1,8 @@
-/* A bounded FIFO of tracer records copied out of the ring buffer, between the intake thread
- * (which drains the BPF ring buffer promptly, so that a slow unwind or a first symbolization
- * of a large library does not overflow it) and the session thread (unwind, trie, trace).
- * Bounded in bytes: when it is full the intake thread waits, and the kernel side counts drops
- * as it would without the queue. */
+/* A bounded FIFO of tracer records copied out of the ring buffer, between the thread that
+ * reads the BPF ring buffer (promptly, so that a slow unwind or a first symbolization of a
+ * large library does not overflow it) and the session thread (unwind, trie, trace). Bounded
+ * in bytes: when it is full a push waits, or with rq_never_wait fails (the ring's reader
+ * serves every traced process and must not wait for one: the record is counted as dropped). */
 #ifndef MEMTRACED_RECORD_QUEUE_H
 #define MEMTRACED_RECORD_QUEUE_H
 
@@ -25,10 +25,12 @@ struct record_queue;
 
 struct record_queue *rq_new(size_t max_bytes);
 void rq_destroy(struct record_queue *q); /* frees what is still queued */
-/* Producer side. Both copy the record; they wait while the queue is full (unless closed).
- * Return 0, or -1 if out of memory. */
+/* Producer side. Both copy the record; they wait while the queue is full (unless closed or
+ * rq_never_wait). Return 0, or -1 if out of memory or full. */
 int rq_push_alloc(struct record_queue *q, const struct tracer_alloc *a);
 int rq_push_free(struct record_queue *q, const struct tracer_free *f);
+/* From now on a push into a full queue fails (-1) instead of waiting. */
+void rq_never_wait(struct record_queue *q);
 /* The producer is done: pushes no longer wait, the consumer sees the end. */
 void rq_close(struct record_queue *q);
 /* Consumer side: takes everything queued, in order, waiting up to timeout_ms for something.

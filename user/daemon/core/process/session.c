@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -59,20 +60,23 @@ static void open_early_stacks(struct session *s)
 	atomic_store(&s->early_done, true);
 }
 
-/* Intake thread: copy the records into the queue, in ring-buffer order. */
-static void queue_alloc(void *ctx, const struct tracer_alloc *a)
+/* The tracer's sink, on the thread that reads the ring buffer for every traced process:
+ * copy the records into the queue, in ring-buffer order, never waiting (a full queue drops
+ * the record, which the tracer counts). */
+static int queue_alloc(void *ctx, const struct tracer_alloc *a)
 {
 	struct session *s = ctx;
 	/* not at a mapping: ld.so maps memory while it still maps the libraries, whose
-	 * mappings read then would mislead the unwinder */
-	if (a->pid == (uint32_t)s->pid && a->origin != TRACER_FROM_MAPPING) open_early_stacks(s);
-	if (rq_push_alloc(s->queue, a) < 0) atomic_store(&s->intake_failed, true);
+	 * mappings read then would mislead the unwinder. The intake thread prepares it. */
+	if (a->pid == (uint32_t)s->pid && a->origin != TRACER_FROM_MAPPING)
+		atomic_store(&s->record_seen, true);
+	return rq_push_alloc(s->queue, a);
 }
 
-static void queue_free(void *ctx, const struct tracer_free *f)
+static int queue_free(void *ctx, const struct tracer_free *f)
 {
 	struct session *s = ctx;
-	if (rq_push_free(s->queue, f) < 0) atomic_store(&s->intake_failed, true);
+	return rq_push_free(s->queue, f);
 }
 
 static const struct tracer_callbacks queue_callbacks = {.alloc = queue_alloc, .free = queue_free};
@@ -105,7 +109,7 @@ static void *intake_main(void *arg)
 		/* a drain asked at the target's exit (it is held there, its mappings still
 		 * readable): the unwinder of a program that made no allocation record yet (only
 		 * mappings, or records still in the ring) is prepared now or never */
-		if (req != answered) open_early_stacks(s);
+		if (req != answered || atomic_load(&s->record_seen)) open_early_stacks(s);
 		if (req != answered) drain_answered(s, answered = req, false);
 		uint64_t now = trace_out_mono_now_ns();
 		if (!s->floor && now - last_reconcile >= RECONCILE_NS) {
@@ -118,6 +122,7 @@ static void *intake_main(void *arg)
 				tracer_poll(s->tracer, 0, &queue_callbacks, s) > 0; i++) {}
 		if (!s->floor) tracer_reconcile(s->tracer, &queue_callbacks, s);
 	}
+	if (atomic_load(&s->record_seen)) open_early_stacks(s);
 	drain_answered(s, 0, true);
 	rq_close(s->queue);
 	return NULL;
@@ -163,6 +168,11 @@ void session_target_exiting(struct session *s, int timeout_ms)
 /* Session thread: handle the queued records. */
 static void handle_items(struct session *s, struct rq_item *list)
 {
+	/* The process's first allocation is queued: the intake thread prepares its unwinder
+	 * now (it looks every ms), and the records must wait for it. */
+	for (int i = 0; i < 2000 && s->lazy_stacks && atomic_load(&s->record_seen) &&
+			!atomic_load(&s->early_done) && !atomic_load(&s->intake_failed); i++)
+		usleep(1000);
 	if (s->lazy_stacks && atomic_load(&s->early_done)) { /* the intake thread's unwinder */
 		s->lazy_stacks = false;
 		if (s->stacks && s->stacks_provisional && s->early_stacks) { /* read too early */
@@ -255,6 +265,10 @@ struct session *session_begin(const struct session_opts *o, char *err, size_t er
 	s->last_tick_ns = trace_out_mono_now_ns();
 	/* Records are queued from now on; they are handled once the trace is started. */
 	s->queue = rq_new(QUEUE_MAX_BYTES);
+	if (s->queue) {
+		rq_never_wait(s->queue);
+		tracer_set_sink(s->tracer, &queue_callbacks, s);
+	}
 	if (!s->queue || pthread_create(&s->intake, NULL, intake_main, s) != 0) {
 		set_err(err, errlen, "cannot start the intake thread");
 		goto fail;

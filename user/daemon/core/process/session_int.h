@@ -25,7 +25,8 @@
 #define FINAL_DRAIN_ROUNDS 1000 /* bound on the final drain, in case records keep coming */
 #define INTAKE_POLL_MS 20
 #define RECONCILE_NS 1000000000ULL
-#define QUEUE_MAX_BYTES (64u << 20)
+#define QUEUE_MAX_BYTES (96u << 20) /* as much as a 32 MiB ring (rate 1) and the 64 MiB queue
+                                       that its reader waited on before it served every process */
 
 struct session {
 	pid_t pid;
@@ -61,6 +62,7 @@ struct session {
 	struct rstacks *early_stacks;     /* written before early_done is set */
 	char early_error[256];
 	atomic_bool early_done;
+	atomic_bool record_seen;          /* the process's first allocation record came */
 	uint64_t after_exec;
 	uint64_t written_allocs, written_collects; /* kept when the writer is closed */
 	struct tracer_stats final_stats;

@@ -4,23 +4,25 @@
  * decides whether the return probe is set) attached through raw uprobe_multi links; where the
  * kernel lacks them, plain uprobes + uretprobes through perf events (libbpf), where every
  * allocation call pays a return probe.
+ *
+ * The BPF object itself is shared by the tracers of the same options (tracer_host.c): a
+ * tracer is a slot there, its links (per process, carrying its owner in their cookies) and
+ * its view of the blocks it reported.
  */
 #include <errno.h>
 #include <pthread.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
-
-#include <sys/mount.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "memtraced_events.h"
 #include "memtraced.skel.h"
+#include "tracer_host.h"
 #include "tracer_internal.h"
 #include "door/door.h"
 #include "uprobe_link.h"
@@ -41,12 +43,6 @@ _Static_assert(SAME(MT_FN_MALLOC, AF_MALLOC) && SAME(MT_FN_CALLOC, AF_CALLOC) &&
                "enum mt_fn (include/memtraced_events.h) must match enum alloc_fn");
 
 #define DEFAULT_RINGBUF_BYTES (4u << 20)
-
-const char *tracer_mode_name(enum tracer_mode mode)
-{
-	return mode == TRACER_MODE_SESSION ? "session uprobes"
-	     : mode == TRACER_MODE_USDT ? "in-process sampler (USDT)" : "uprobe + uretprobe";
-}
 
 enum tracer_mode tracer_mode(const struct tracer *t)
 {
@@ -107,108 +103,12 @@ static int check_sites(const struct alloc_sites *s, char *err, size_t errlen)
 	return 0;
 }
 
-/* Exponential gaps with mean `mean` bytes: the quantiles at (i + 0.5) / N, scaled so that the
- * table's mean is exactly `mean`. The BPF side picks entries with bpf_get_prandom_u32. */
-static void fill_exp_table(volatile __u64 *table, double mean)
-{
-	double sum = 0, raw[MT_EXP_TABLE];
-	for (int i = 0; i < MT_EXP_TABLE; i++) {
-		raw[i] = -log1p(-(i + 0.5) / MT_EXP_TABLE);
-		sum += raw[i];
-	}
-	double scale = mean * MT_EXP_TABLE / sum;
-	for (int i = 0; i < MT_EXP_TABLE; i++) {
-		double g = raw[i] * scale + 0.5;
-		table[i] = g < 1 ? 1 : g > 1e18 ? (__u64)1e18 : (__u64)g;
-	}
-}
-
-#define MAPPING_PROGS(sk) {(sk)->progs.mmap_enter, (sk)->progs.munmap_enter, (sk)->progs.mremap_enter, \
-			   (sk)->progs.mprotect_enter, (sk)->progs.madvise_enter, (sk)->progs.mapping_exit}
-/* mapping_exit is attached to these five (its SEC names the first) */
-static const char *const mapping_exits[] = {"sys_exit_mmap", "sys_exit_munmap", "sys_exit_mremap",
-					    "sys_exit_mprotect", "sys_exit_madvise"};
-
-/* libbpf finds a tracepoint's id in tracefs: mount it where it is missing (as perf and bcc do;
- * a system that mounts it already is left as it is). */
-static int tracefs_ready(char *err, size_t errlen)
-{
-	if (access("/sys/kernel/tracing/events", F_OK) == 0 ||
-	    access("/sys/kernel/debug/tracing/events", F_OK) == 0)
-		return 0;
-	if (mount("nodev", "/sys/kernel/tracing", "tracefs", 0, NULL) == 0) return 0;
-	snprintf(err, errlen, "the system call tracepoints need tracefs, which is not mounted and "
-		 "cannot be (mount -t tracefs nodev /sys/kernel/tracing: %s); --no-mmap goes without",
-		 strerror(errno));
-	return -1;
-}
-
-static void set_autoload(struct memtraced_bpf *sk, enum tracer_mode mode, bool floor,
-			 bool no_mappings)
-{
-	bool session = mode == TRACER_MODE_SESSION;
-	bool usdt = mode == TRACER_MODE_USDT;
-	floor = floor && !usdt;
-	bpf_program__set_autoload(sk->progs.alloc_session, session && !floor);
-	bpf_program__set_autoload(sk->progs.alloc_entry, !session && !usdt && !floor);
-	bpf_program__set_autoload(sk->progs.alloc_return, !session && !usdt && !floor);
-	bpf_program__set_autoload(sk->progs.free_probe, !usdt && !floor);
-	bpf_program__set_autoload(sk->progs.floor_session, session && floor);
-	bpf_program__set_autoload(sk->progs.floor_entry, !session && !usdt && floor);
-	bpf_program__set_autoload(sk->progs.floor_return, !session && !usdt && floor);
-	bpf_program__set_autoload(sk->progs.floor_free, floor);
-	bpf_program__set_autoload(sk->progs.usdt_alloc, usdt);
-	bpf_program__set_autoload(sk->progs.usdt_free, usdt);
-	bool mappings = !floor && !no_mappings;
-	struct bpf_program *map_progs[] = MAPPING_PROGS(sk);
-	for (size_t i = 0; i < sizeof map_progs / sizeof map_progs[0]; i++)
-		bpf_program__set_autoload(map_progs[i], mappings);
-	if (session) {
-		bpf_program__set_expected_attach_type(sk->progs.alloc_session, UPROBE_ATTACH_SESSION);
-		bpf_program__set_expected_attach_type(sk->progs.floor_session, UPROBE_ATTACH_SESSION);
-		bpf_program__set_expected_attach_type(sk->progs.free_probe, UPROBE_ATTACH_MULTI);
-		bpf_program__set_expected_attach_type(sk->progs.floor_free, UPROBE_ATTACH_MULTI);
-	}
-}
-
-static struct memtraced_bpf *load(pid_t pid, const struct tracer_opts *o, unsigned stack_bytes,
-                                  unsigned ring_bytes, enum tracer_mode mode, char *err,
-                                  size_t errlen)
-{
-	struct memtraced_bpf *sk = memtraced_bpf__open();
-	if (!sk) {
-		snprintf(err, errlen, "cannot open the BPF program: %s", strerror(errno));
-		return NULL;
-	}
-	sk->rodata->sample_all = o->rate >= 1;
-	sk->rodata->mean_gap = o->rate >= 1 ? 8 : (__u64)llround(8 / o->rate);
-	sk->rodata->stack_bytes = stack_bytes;
-	sk->rodata->wakeup_bytes = ring_bytes / 8; /* leave room for wakeup latency */
-	fill_exp_table(sk->rodata->exp_gaps, o->rate >= 1 ? 8 : 8 / o->rate);
-	bpf_map__set_max_entries(sk->maps.events, ring_bytes);
-	/* Live sampled blocks: at the default rate a few thousand even for a large heap (1 GiB at
-	 * 1e-5: ~1,300); the kernel zeroes a bucket per entry at creation (1M: ~12 ms), so size
-	 * the map by the rate. A block that does not fit is counted as drop_map_full. */
-	bpf_map__set_max_entries(sk->maps.live, o->rate >= 1e-3 ? 1u << 20 : 1u << 17);
-	int ncpus = libbpf_num_possible_cpus();
-	bpf_map__set_max_entries(sk->maps.scratch, ncpus > 0 ? (unsigned)ncpus : 1);
-	set_autoload(sk, mode, o->floor, o->no_mappings);
-	int e = memtraced_bpf__load(sk);
-	if (e) {
-		snprintf(err, errlen, "cannot load the BPF program (%s mode): %s (run as root, on a "
-		         "kernel with BTF; details in libbpf's messages above)",
-		         tracer_mode_name(mode), strerror(-e));
-		memtraced_bpf__destroy(sk);
-		return NULL;
-	}
-	sk->bss->target_tgid = (__u32)pid;
-	return sk;
-}
 
 static int attach_session(struct tracer *t, const struct alloc_sites *s, char *err, size_t errlen)
 {
-	int alloc_prog = bpf_program__fd(t->floor ? t->skel->progs.floor_session : t->skel->progs.alloc_session);
-	int free_prog = bpf_program__fd(t->floor ? t->skel->progs.floor_free : t->skel->progs.free_probe);
+	struct memtraced_bpf *sk = host_skel(t);
+	int alloc_prog = bpf_program__fd(t->floor ? sk->progs.floor_session : sk->progs.alloc_session);
+	int free_prog = bpf_program__fd(t->floor ? sk->progs.floor_free : sk->progs.free_probe);
 	bool done[MAX_PROBE_SITES] = { false };
 	/* One link per (object, kind): uprobe_multi takes one path and many offsets. */
 	for (int i = 0; i < s->n; i++) {
@@ -224,12 +124,12 @@ static int attach_session(struct tracer *t, const struct alloc_sites *s, char *e
 			done[j] = true;
 			if (alloc_fn_is_free(p->fn)) {
 				foff[nf] = p->probe_offset;
-				fcookie[nf++] = p->fn;
+				fcookie[nf++] = MT_COOKIE(p->fn, t->owner);
 			} else {
 				/* the entry or a later emulated site where %rsp has not moved: the
 				 * return address is at [rsp] for the session return */
 				aoff[na] = p->probe_offset;
-				acookie[na++] = p->fn;
+				acookie[na++] = MT_COOKIE(p->fn, t->owner);
 			}
 		}
 		char pbuf[64];
@@ -257,7 +157,8 @@ static int attach_session(struct tracer *t, const struct alloc_sites *s, char *e
 static int attach_one(struct tracer *t, struct bpf_program *prog, const struct probe_site *p,
                       uint64_t offset, bool retprobe, char *err, size_t errlen)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = p->fn, .retprobe = retprobe);
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = MT_COOKIE(p->fn, t->owner),
+		    .retprobe = retprobe);
 	char pbuf[64];
 	int pfd;
 	const char *path = door_probe_path(p->path, &pfd, pbuf, sizeof pbuf);
@@ -277,7 +178,7 @@ static int attach_one(struct tracer *t, struct bpf_program *prog, const struct p
 
 static int attach_fallback(struct tracer *t, const struct alloc_sites *s, char *err, size_t errlen)
 {
-	struct memtraced_bpf *sk = t->skel;
+	struct memtraced_bpf *sk = host_skel(t);
 	for (int i = 0; i < s->n; i++) {
 		const struct probe_site *p = &s->sites[i];
 		int rc;
@@ -297,11 +198,6 @@ static int attach_fallback(struct tracer *t, const struct alloc_sites *s, char *
 	return 0;
 }
 
-static int silent_libbpf(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-	return 0;
-}
-
 struct tracer *tracer_load(pid_t pid, const struct tracer_opts *opts, char *err, size_t errlen)
 {
 	unsigned stack_bytes, ring_bytes;
@@ -318,57 +214,26 @@ struct tracer *tracer_load(pid_t pid, const struct tracer_opts *opts, char *err,
 	}
 	t->pid = pid;
 	t->floor = opts->floor;
-	t->mode = opts->usdt ? TRACER_MODE_USDT
-	        : opts->no_session ? TRACER_MODE_UPROBE_URETPROBE : TRACER_MODE_SESSION;
-	if (t->mode == TRACER_MODE_SESSION) {
-		/* A kernel without session uprobes rejects the program: quietly fall back. */
-		libbpf_print_fn_t old = libbpf_set_print(silent_libbpf);
-		t->skel = load(pid, opts, stack_bytes, ring_bytes, t->mode, err, errlen);
-		libbpf_set_print(old);
-		if (!t->skel)
-			t->mode = TRACER_MODE_UPROBE_URETPROBE;
-	}
-	if (!t->skel)
-		t->skel = load(pid, opts, stack_bytes, ring_bytes, t->mode, err, errlen);
-	if (!t->skel) {
+	pthread_mutex_init(&t->inbox_lock, NULL);
+	pthread_mutex_init(&t->lock, NULL);
+	t->intake = intake_record;
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&t->inbox_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	struct host_key k = {
+		.mode = opts->usdt ? TRACER_MODE_USDT
+		      : opts->no_session ? TRACER_MODE_UPROBE_URETPROBE : TRACER_MODE_SESSION,
+		.floor = opts->floor && !opts->usdt, .no_mappings = opts->no_mappings || opts->floor,
+		.rate = opts->rate, .stack_bytes = stack_bytes, .ring_bytes = ring_bytes,
+	};
+	if (host_take_slot(&k, t, err, errlen)) {
 		tracer_close(t);
 		return NULL;
 	}
+	if (pid) host_set_tgid(t, pid);
 	return t;
-}
-
-/* The mapping programs (tracepoints of the system calls, global), when loaded. */
-static int attach_mappings(struct tracer *t, char *err, size_t errlen)
-{
-	struct bpf_program *progs[] = MAPPING_PROGS(t->skel);
-	if (bpf_program__autoload(progs[0]) && tracefs_ready(err, errlen) < 0) return -1;
-	for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
-		if (!bpf_program__autoload(progs[i])) continue;
-		bool exits = progs[i] == t->skel->progs.mapping_exit;
-		for (size_t k = 0; k < (exits ? sizeof mapping_exits / sizeof mapping_exits[0] : 1); k++) {
-			struct bpf_link *l = exits ? bpf_program__attach_tracepoint(progs[i], "syscalls",
-										   mapping_exits[k])
-						   : bpf_program__attach(progs[i]);
-			if (!l) {
-				snprintf(err, errlen, "cannot attach %s (memory mappings; --no-mmap goes "
-					 "without): %s", bpf_program__name(progs[i]), strerror(errno));
-				return -1;
-			}
-			t->links[t->nlinks++] = l;
-		}
-	}
-	return 0;
-}
-
-static int start_intake(struct tracer *t, char *err, size_t errlen)
-{
-	if (attach_mappings(t, err, errlen) < 0) return -1;
-	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), intake_record, t, NULL);
-	if (!t->rb) {
-		snprintf(err, errlen, "cannot set up the ring buffer consumer: %s", strerror(errno));
-		return -1;
-	}
-	return 0;
 }
 
 int tracer_adopt(struct tracer *t, pid_t pid)
@@ -376,7 +241,7 @@ int tracer_adopt(struct tracer *t, pid_t pid)
 	if (!t || t->pid || pid <= 0 || t->nlinks || t->nlink_fds)
 		return -1;
 	t->pid = pid;
-	__atomic_store_n(&t->skel->bss->target_tgid, (__u32)pid, __ATOMIC_RELEASE);
+	host_set_tgid(t, pid);
 	return 0;
 }
 
@@ -396,7 +261,7 @@ int tracer_attach(struct tracer *t, const struct alloc_sites *sites, char *err, 
 	                                        : attach_fallback(t, sites, err, errlen);
 	if (rc)
 		return -1;
-	return start_intake(t, err, errlen);
+	return host_start(t, err, errlen);
 }
 
 static int attach_usdt_probe(struct tracer *t, struct bpf_program *prog, const char *path,
@@ -420,10 +285,11 @@ int tracer_attach_usdt(struct tracer *t, const char *path, char *err, size_t err
 						   : "a tracer loaded for no process takes tracer_adopt first");
 		return -1;
 	}
-	if (attach_usdt_probe(t, t->skel->progs.usdt_alloc, path, "alloc", err, errlen) ||
-	    attach_usdt_probe(t, t->skel->progs.usdt_free, path, "free", err, errlen))
+	struct memtraced_bpf *sk = host_skel(t);
+	if (attach_usdt_probe(t, sk->progs.usdt_alloc, path, "alloc", err, errlen) ||
+	    attach_usdt_probe(t, sk->progs.usdt_free, path, "free", err, errlen))
 		return -1;
-	return start_intake(t, err, errlen);
+	return host_start(t, err, errlen);
 }
 
 struct tracer *tracer_open(pid_t pid, const struct alloc_sites *sites, const struct tracer_opts *opts,
@@ -459,18 +325,23 @@ int tracer_attach_sites(struct tracer *t, const struct alloc_sites *sites, char 
 
 void tracer_mute(struct tracer *t)
 {
-	if (t && t->skel && t->skel->bss) __atomic_store_n(&t->skel->bss->muted, 1, __ATOMIC_RELEASE);
+	if (t) host_mute(t);
 }
 
 int tracer_live_map_fd(struct tracer *t)
 {
-	return bpf_map__fd(t->skel->maps.live);
+	return bpf_map__fd(host_skel(t)->maps.live);
+}
+
+uint32_t tracer_owner(const struct tracer *t)
+{
+	return t->owner;
 }
 
 void tracer_set_stack_end(struct tracer *t, uint32_t tid, uint64_t end)
 {
-	if (!t || !t->skel) return;
-	int fd = bpf_map__fd(t->skel->maps.stack_ends);
+	if (!t || !t->host) return;
+	int fd = bpf_map__fd(host_skel(t)->maps.stack_ends);
 	if (end) bpf_map_update_elem(fd, &tid, &end, BPF_ANY);
 	else bpf_map_delete_elem(fd, &tid);
 }
@@ -478,19 +349,30 @@ void tracer_set_stack_end(struct tracer *t, uint32_t tid, uint64_t end)
 void tracer_get_stats(struct tracer *t, struct tracer_stats *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (!t || !t->skel)
+	if (!t || !t->host)
 		return;
-	for (int i = 0; i < MT_MAX_CPUS; i++) {
-		const volatile struct mt_cpu_state *c = &t->skel->bss->cpu_state[i];
-		out->alloc_calls += c->alloc_calls;
-		out->free_calls += c->free_calls;
-		out->samples += c->samples;
-		out->nested_skipped += c->nested_skipped;
-		out->map_calls += c->map_calls;
-		out->drop_ringbuf += c->drop_ringbuf;
-		out->drop_map_full += c->drop_map_full;
-		out->drop_stack_copy += c->drop_stack_copy;
+	int ncpus = libbpf_num_possible_cpus();
+	struct mt_counts *per_cpu = ncpus > 0 ? calloc((size_t)ncpus, sizeof(*per_cpu)) : NULL;
+	uint32_t slot = MT_OWNER_SLOT(t->owner);
+	if (per_cpu && bpf_map_lookup_elem(bpf_map__fd(host_skel(t)->maps.slot_counts), &slot,
+					   per_cpu) == 0) {
+		for (int i = 0; i < ncpus; i++) {
+			const struct mt_counts *c = &per_cpu[i];
+			out->alloc_calls += c->alloc_calls;
+			out->free_calls += c->free_calls;
+			out->samples += c->samples;
+			out->nested_skipped += c->nested_skipped;
+			out->map_calls += c->map_calls;
+			out->drop_ringbuf += c->drop_ringbuf;
+			out->drop_map_full += c->drop_map_full;
+			out->drop_stack_copy += c->drop_stack_copy;
+		}
 	}
+	free(per_cpu);
+	uint64_t dropped = __atomic_load_n(&t->inbox_dropped, __ATOMIC_RELAXED);
+	uint64_t dropped_samples = __atomic_load_n(&t->inbox_dropped_samples, __ATOMIC_RELAXED);
+	out->drop_ringbuf += dropped;
+	out->samples -= out->samples < dropped_samples ? out->samples : dropped_samples;
 	out->reconciled_frees = __atomic_load_n(&t->reconciled_frees, __ATOMIC_RELAXED);
 	out->bad_records = __atomic_load_n(&t->bad_records, __ATOMIC_RELAXED);
 	out->record_bytes = __atomic_load_n(&t->record_bytes, __ATOMIC_RELAXED);
@@ -514,18 +396,7 @@ void tracer_detach(struct tracer *t)
 
 double tracer_ring_fill(struct tracer *t)
 {
-	if (!t || !t->skel) return -1;
-	int fd = bpf_map__fd(t->skel->maps.events);
-	long page = sysconf(_SC_PAGESIZE);
-	for (int i = 0; i < 2 && fd >= 0; i++) { /* page 0: consumer position, page 1: producer */
-		if (t->ring_pos[i]) continue;
-		void *p = mmap(NULL, (size_t)page, PROT_READ, MAP_SHARED, fd, i * page);
-		if (p == MAP_FAILED) return -1;
-		t->ring_pos[i] = p;
-	}
-	unsigned long cons = t->ring_pos[0][0], prod = t->ring_pos[1][0];
-	double size = (double)bpf_map__max_entries(t->skel->maps.events);
-	return size > 0 && prod >= cons ? (double)(prod - cons) / size : 0;
+	return t ? host_ring_fill(t) : -1;
 }
 
 void tracer_close(struct tracer *t)
@@ -533,10 +404,14 @@ void tracer_close(struct tracer *t)
 	if (!t)
 		return;
 	tracer_detach(t); /* links first: that removes the breakpoints from the target */
-	for (int i = 0; i < 2; i++)
-		if (t->ring_pos[i]) munmap((void *)t->ring_pos[i], (size_t)sysconf(_SC_PAGESIZE));
-	ring_buffer__free(t->rb);
-	memtraced_bpf__destroy(t->skel);
+	host_release_slot(t);
+	for (struct inbox_item *it = t->inbox_head, *next; it; it = next) {
+		next = it->next;
+		free(it);
+	}
+	pthread_mutex_destroy(&t->inbox_lock);
+	pthread_mutex_destroy(&t->lock);
+	pthread_cond_destroy(&t->inbox_cond);
 	seq_table_free(&t->visible);
 	free(t);
 }

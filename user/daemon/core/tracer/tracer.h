@@ -18,8 +18,11 @@
  *   tracked; a lost FREE is repaired by reconciling), drop_map_full (live or in-flight map
  *   full: the sample is not delivered), drop_stack_copy (the sample IS delivered, with
  *   stack_len 0: the stack could not be read).
- * - The ring buffer is drained when tracer_poll is called: with a 4 MiB ring, call it at least
- *   every ~50 ms under heavy sampling (the BPF side wakes tracer_poll early when 1/8 full).
+ * - Tracers of the same options share one BPF object (tracer_host.c): its programs, one ring
+ *   buffer, the maps. A thread of its own reads the ring every 20 ms (sooner when it is 1/8
+ *   full) and hands each record to its tracer's inbox, which tracer_poll delivers; a tracer
+ *   whose thread stops polling loses its records beyond 64 MiB, counted as drop_ringbuf.
+ *   Per tracer the kernel keeps only its links (one uprobe_multi link per object and kind).
  */
 #ifndef MEMTRACED_TRACER_H
 #define MEMTRACED_TRACER_H
@@ -72,9 +75,11 @@ struct tracer_free {
 	uint64_t len;
 };
 
-struct tracer_callbacks {
-	void (*alloc)(void *ctx, const struct tracer_alloc *a);  /* pointers valid during the call */
-	void (*free)(void *ctx, const struct tracer_free *f);
+struct tracer_callbacks {    /* pointers valid during the call; return 0, or -1 when the
+                                record could not be kept (counted as a ring-buffer drop; a
+                                lost free is repaired by the next reconciliation) */
+	int (*alloc)(void *ctx, const struct tracer_alloc *a);
+	int (*free)(void *ctx, const struct tracer_free *f);
 };
 
 struct tracer_stats {
@@ -105,8 +110,9 @@ enum tracer_mode {
 /* Load + attach; pid may be a stopped child (before its exec). NULL on error, with a message. */
 struct tracer *tracer_open(pid_t pid, const struct alloc_sites *sites, const struct tracer_opts *opts,
                            char *err, size_t errlen);
-/* The two halves of tracer_open: loading the BPF program for pid (the slow part: the verifier,
- * tens of ms) and attaching it to the sites. A tracer loaded ahead of time lets an exec be
+/* The two halves of tracer_open: a slot in the BPF object for pid (loading it, the slow part:
+ * the verifier's tens of ms, is done by the first tracer of these options only) and attaching
+ * to the sites. A tracer loaded ahead of time lets an exec be
  * followed at once. tracer_attach once per tracer; -1 with a message (then tracer_close). */
 struct tracer *tracer_load(pid_t pid, const struct tracer_opts *opts, char *err, size_t errlen);
 /* A tracer loaded for pid 0 (a spare for a process not known yet: a fork's child) is given its
@@ -116,8 +122,14 @@ int tracer_attach(struct tracer *t, const struct alloc_sites *sites, char *err, 
 /* For a tracer loaded with opts.usdt: attaches to the otel_memory probes of the object at path
  * (as the target sees it, e.g. /proc/PID/root/...) in pid. 0, or -1 with a message. */
 int tracer_attach_usdt(struct tracer *t, const char *path, char *err, size_t errlen);
-/* Sleeps up to timeout_ms (less when the ring buffer fills past half), then delivers all
- * pending records through cb. Returns the number of records, or -1 on error. */
+/* Records delivered as the host's thread reads them, on that thread, through cb (thread-safe,
+ * never waiting: it holds up every process's records), in ring-buffer order; tracer_poll and
+ * tracer_reconcile deliver through it too. Set once, from any thread, after tracer_load: what
+ * arrived before is delivered first. */
+void tracer_set_sink(struct tracer *t, const struct tracer_callbacks *cb, void *ctx);
+/* Sleeps up to timeout_ms or until records arrive, then delivers them through cb. A timeout
+ * of 0 or 1 delivers every record written before the call. Returns the number of records, or
+ * -1 on error. */
 int tracer_poll(struct tracer *t, int timeout_ms, const struct tracer_callbacks *cb, void *ctx);
 /* Live-map reconciliation: calls cb->free for every sampled block this tracer reported that is
  * no longer in the BPF live map although its FREE record was lost. Call periodically and at the

@@ -10,6 +10,7 @@
 
 #include "memtraced_events.h"
 #include "memtraced.skel.h"
+#include "tracer_host.h"
 #include "tracer_internal.h"
 
 static void count(uint64_t *counter, uint64_t n)
@@ -32,13 +33,19 @@ static void deliver_alloc(struct tracer *t, const struct mt_alloc_record *r,
 	update_live_count(t);
 	if (!t->cb || !t->cb->alloc)
 		return;
+	bool sampled = origin != TRACER_FROM_MAPPING;
 	struct tracer_alloc a = {
 		.seq = r->seq, .pid = r->pid, .tid = r->tid, .time_ns = r->time_ns,
 		.addr = r->addr, .size = r->size, .nsamples = r->nsamples,
 		.regs = (const uint64_t *)r->regs, .stack = r->stack, .stack_len = r->stack_len,
 		.fn = (enum alloc_fn)r->fn, .origin = origin,
 	};
-	t->cb->alloc(t->cb_ctx, &a);
+	if (t->cb->alloc(t->cb_ctx, &a) < 0) { /* not kept: as if the ring had had no room */
+		if (sampled) seq_table_remove(&t->visible, r->seq, NULL);
+		update_live_count(t);
+		count(&t->inbox_dropped, 1);
+		count(&t->inbox_dropped_samples, 1);
+	}
 }
 
 static void deliver_free(struct tracer *t, uint64_t seq, uint64_t addr, uint64_t time_ns,
@@ -52,7 +59,11 @@ static void deliver_free(struct tracer *t, uint64_t seq, uint64_t addr, uint64_t
 	if (!t->cb || !t->cb->free)
 		return;
 	struct tracer_free f = { .seq = seq, .addr = addr, .time_ns = time_ns, .pid = pid, .tid = tid };
-	t->cb->free(t->cb_ctx, &f);
+	if (t->cb->free(t->cb_ctx, &f) < 0) { /* not kept: the next reconciliation repairs it */
+		seq_table_put(&t->visible, seq, addr, 0);
+		update_live_count(t);
+		count(&t->inbox_dropped, 1);
+	}
 }
 
 int intake_record(void *ctx, void *data, size_t len)
@@ -91,43 +102,94 @@ int intake_record(void *ctx, void *data, size_t len)
 		}
 		struct tracer_free f = {.addr = r->addr, .len = r->len, .time_ns = r->time_ns,
 					.pid = r->pid, .tid = r->tid, .unmap = true};
-		if (t->cb && t->cb->free) t->cb->free(t->cb_ctx, &f);
+		if (t->cb && t->cb->free && t->cb->free(t->cb_ctx, &f) < 0)
+			count(&t->inbox_dropped, 1);
 	} else {
 		count(&t->bad_records, 1);
 	}
 	return 0;
 }
 
+/* Delivers what the host's thread put in t's inbox. */
+static int deliver_inbox(struct tracer *t)
+{
+	pthread_mutex_lock(&t->inbox_lock);
+	struct inbox_item *list = t->inbox_head;
+	t->inbox_head = t->inbox_tail = NULL;
+	t->inbox_bytes = 0;
+	pthread_mutex_unlock(&t->inbox_lock);
+	int n = 0;
+	pthread_mutex_lock(&t->lock);
+	for (struct inbox_item *it = list, *next; it; it = next, n++) {
+		next = it->next;
+		intake_record(t, it->data, it->len);
+		free(it);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+void tracer_set_sink(struct tracer *t, const struct tracer_callbacks *cb, void *ctx)
+{
+	host_lock_delivery(t); /* no record goes anywhere meanwhile */
+	pthread_mutex_lock(&t->lock);
+	t->cb = cb;
+	t->cb_ctx = ctx;
+	t->has_sink = true;
+	pthread_mutex_unlock(&t->lock);
+	deliver_inbox(t); /* what came before, through the sink, before anything later */
+	host_unlock_delivery(t);
+}
+
+static void set_cb(struct tracer *t, const struct tracer_callbacks *cb, void *ctx)
+{
+	pthread_mutex_lock(&t->lock);
+	if (!t->has_sink) {
+		t->cb = cb;
+		t->cb_ctx = ctx;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* Every record written before the call, delivered. */
 static int drain(struct tracer *t)
 {
-	int n = ring_buffer__consume(t->rb);
-	return n < 0 ? -1 : n;
+	if (host_sync(t) < 0)
+		return -1;
+	return deliver_inbox(t);
 }
 
 int tracer_poll(struct tracer *t, int timeout_ms, const struct tracer_callbacks *cb, void *ctx)
 {
-	if (!t)
+	if (!t || !t->host)
 		return -1;
-	t->cb = cb;
-	t->cb_ctx = ctx;
-	/* Records are submitted without wakeup (a wakeup costs the producer ~3 us), so this
-	 * sleeps the whole timeout unless the ring fills past half (the BPF side then forces a
-	 * wakeup). */
-	int n = ring_buffer__poll(t->rb, timeout_ms < 0 ? 0 : timeout_ms);
-	if (n < 0 && n != -EINTR)
-		return -1;
-	int m = drain(t);
-	if (m < 0)
-		return -1;
-	return (n > 0 ? n : 0) + m;
+	set_cb(t, cb, ctx);
+	/* Records are submitted without wakeup (a wakeup costs the producer ~3 us): the host's
+	 * thread reads the ring every 20 ms, or when it fills past 1/8 (the BPF side then forces
+	 * a wakeup). A short poll asks it for a pass now. */
+	if (timeout_ms <= 1)
+		return drain(t);
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&t->inbox_lock);
+	while (!t->inbox_head &&
+	       pthread_cond_timedwait(&t->inbox_cond, &t->inbox_lock, &until) == 0) {}
+	pthread_mutex_unlock(&t->inbox_lock);
+	return deliver_inbox(t);
 }
 
-/* Reads the seqs of every block in the BPF live map into out. */
+/* Reads the seqs of every block of t's in the BPF live map into out. */
 static int snapshot_live_map(struct tracer *t, struct seq_table *out)
 {
-	int fd = bpf_map__fd(t->skel->maps.live);
+	int fd = bpf_map__fd(host_skel(t)->maps.live);
 	enum { CHUNK = 4096 };
-	uint64_t *keys = malloc(CHUNK * sizeof(*keys));
+	struct mt_live_key *keys = malloc(CHUNK * sizeof(*keys));
 	struct mt_live_block *vals = malloc(CHUNK * sizeof(*vals));
 	int rc = -1;
 	if (!keys || !vals)
@@ -146,18 +208,19 @@ static int snapshot_live_map(struct tracer *t, struct seq_table *out)
 			goto out;
 		}
 		for (__u32 i = 0; i < count; i++)
-			if (seq_table_put(out, vals[i].seq, keys[i], 0))
+			if (keys[i].owner == t->owner && seq_table_put(out, vals[i].seq, keys[i].addr, 0))
 				goto out;
 		first = false;
 		if (err == ENOENT)
 			break;
 	}
 	if (!batch_ok) { /* old kernels: one key at a time */
-		uint64_t key, next;
+		struct mt_live_key key, next;
 		bool have = false;
 		while (bpf_map_get_next_key(fd, have ? &key : NULL, &next) == 0) {
 			struct mt_live_block v;
-			if (bpf_map_lookup_elem(fd, &next, &v) == 0 && seq_table_put(out, v.seq, next, 0))
+			if (next.owner == t->owner && bpf_map_lookup_elem(fd, &next, &v) == 0 &&
+			    seq_table_put(out, v.seq, next.addr, 0))
 				goto out;
 			key = next;
 			have = true;
@@ -174,13 +237,14 @@ int tracer_reconcile(struct tracer *t, const struct tracer_callbacks *cb, void *
 {
 	if (!t)
 		return -1;
-	t->cb = cb;
-	t->cb_ctx = ctx;
+	set_cb(t, cb, ctx);
 	/* 1. Deliver what is pending. Every block reported so far was put in the live map
 	 *    before its record was written, so it is in the map unless it was freed since. */
 	if (drain(t) < 0)
 		return -1;
+	pthread_mutex_lock(&t->lock);
 	uint64_t candidates_before = ++t->epoch; /* blocks reported from now on are not checked */
+	pthread_mutex_unlock(&t->lock);
 	/* 2. Snapshot the map. 3. Deliver the FREE records that raced with the snapshot. */
 	struct seq_table in_map = { 0 };
 	if (snapshot_live_map(t, &in_map)) {
@@ -199,6 +263,7 @@ int tracer_reconcile(struct tracer *t, const struct tracer_callbacks *cb, void *
 		seq_table_free(&in_map);
 		return -1;
 	}
+	pthread_mutex_lock(&t->lock);
 	for (size_t i = 0; i < t->visible.cap; i++) {
 		const struct seq_entry *e = &t->visible.slots[i];
 		if (!e->seq || e->epoch >= candidates_before || seq_table_get(&in_map, e->seq))
@@ -218,6 +283,7 @@ int tracer_reconcile(struct tracer *t, const struct tracer_callbacks *cb, void *
 	uint64_t now_ns = (uint64_t)now.tv_sec * 1000000000u + now.tv_nsec;
 	for (size_t i = 0; i < nmissing; i++)
 		deliver_free(t, missing[i].seq, missing[i].addr, now_ns, (uint32_t)t->pid, 0);
+	pthread_mutex_unlock(&t->lock);
 	free(missing);
 	count(&t->reconciled_frees, nmissing);
 	return (int)nmissing;

@@ -74,7 +74,8 @@ serve_section() {
 #   daemon_rss_mb_N     memtraced's resident memory (VmRSS) tracing N processes (1, 8, 64)
 #                       found by --match, their samples flowing (tests/targets/service_leak at 100 ms ticks: a
 #                       service's steady churn, 760 allocations a second, and a slow leak);
-#                       parser_rss_mb_N its parser's
+#                       parser_rss_mb_N its parser's; daemon_pss_mb_N, parser_pss_mb_N the same
+#                       as proportional set sizes (a page mapped twice counted once)
 #   daemon_fds_N        memtraced's open file descriptors then
 #   attach_ms_1st, attach_ms_64th   from a matching program's exec to memtraced's "traced"
 #                       message, for the first process and for the 64th (63 traced already)
@@ -104,6 +105,10 @@ fleet_measure() { # N: starts N waiting programs, one at a time, timing the firs
 	for c in $(ps -o pid= --ppid "$mt"); do [ "$(awk '/^Uid:/ { print $2 }' "/proc/$c/status")" = 65534 ] && parser=$c; done
 	set_result "daemon_rss_mb_$n" "$(awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$mt/status")"
 	set_result "parser_rss_mb_$n" "$(awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$parser/status" 2>/dev/null)"
+	# proportional: a page mapped twice (the ring's data pages, a debug file's shared copy in
+	# every process's libdw) counts once, as the kernel charges it to the service's cgroup
+	set_result "daemon_pss_mb_$n" "$(awk '/^Pss:/ { printf "%.1f", $2 / 1024 }' "/proc/$mt/smaps_rollup")"
+	set_result "parser_pss_mb_$n" "$(awk '/^Pss:/ { printf "%.1f", $2 / 1024 }' "/proc/$parser/smaps_rollup" 2>/dev/null)"
 	set_result "daemon_fds_$n" "$(ls "/proc/$mt/fd" | wc -l)"
 	set_result "traced_$n" "$(grep -c "traced: executable" "$d/mt.err")"
 	[ "$n" = 1 ] && set_result attach_ms_1st "$(cat "$d/first_ms")"

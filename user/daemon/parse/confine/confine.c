@@ -39,6 +39,10 @@ static const int allowed[] = {
 	SCMP_SYS(getgid), SCMP_SYS(getegid), SCMP_SYS(uname), SCMP_SYS(getcwd), SCMP_SYS(sysinfo), SCMP_SYS(fstatfs),
 	SCMP_SYS(tgkill), SCMP_SYS(sched_getparam), SCMP_SYS(sched_getscheduler),
 	SCMP_SYS(recvmsg), SCMP_SYS(sendmsg), SCMP_SYS(poll), SCMP_SYS(ppoll),
+	/* a compressed debug file decompressed once into anonymous memory, shared by every
+	 * process's unwinder (unwind/debug_copy.c): no file is named, the fds it was given are
+	 * read-only */
+	SCMP_SYS(memfd_create), SCMP_SYS(ftruncate), SCMP_SYS(pwrite64), SCMP_SYS(pwritev),
 };
 
 /* With --listen only: serving HTTP on the listening socket the daemon handed over

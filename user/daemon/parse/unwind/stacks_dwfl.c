@@ -2,6 +2,7 @@
  * and their caps) and their debug files, found under the target's root; the thread state (the
  * sample's registers); the memory reads (the stack copy, constant mappings); each frame found. */
 #include "stacks_int.h"
+#include "debug_copy.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -144,13 +145,28 @@ static int cb_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modn
 			     GElf_Word debuglink_crc, char **debuginfo_file_name)
 {
 	struct stacks *s = stacks_current;
-	int fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name,
-					      debuglink_file, debuglink_crc, debuginfo_file_name);
 	const unsigned char *id;
 	GElf_Addr id_vaddr;
-	int id_len;
-	if (fd < 0 && debuginfo_prefix && (id_len = dwfl_module_build_id(mod, &id, &id_vaddr)) > 0 &&
-	    id_len <= 64) {
+	int id_len = dwfl_module_build_id(mod, &id, &id_vaddr);
+	/* The build-id file first, opened here: libdw's own search for it keeps its own handle
+	 * of the file (and its own decompressed copy) whatever fd this returns. */
+	int fd = -1;
+	if (id_len > 1 && id_len <= 64) {
+		char path[256];
+		int k = snprintf(path, sizeof path, "/usr/lib/debug/.build-id/%02x/", id[0]);
+		for (int i = 1; i < id_len && k < (int)sizeof path - 3; i++)
+			k += snprintf(path + k, sizeof path - (size_t)k, "%02x", id[i]);
+		snprintf(path + k, sizeof path - (size_t)k, ".debug");
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0 && !(*debuginfo_file_name = strdup(path))) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	if (fd < 0)
+		fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name,
+						  debuglink_file, debuglink_crc, debuginfo_file_name);
+	if (fd < 0 && debuginfo_prefix && id_len > 0 && id_len <= 64) {
 		char path[256];
 		int k = snprintf(path, sizeof path, "%s", debuginfo_prefix);
 		for (int i = 0; i < id_len && k < (int)sizeof path - 3; i++)
@@ -165,7 +181,7 @@ static int cb_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modn
 		stacks_note_cap(s, mod, "debug info");
 		return -1;
 	}
-	return fd;
+	return debug_copy_uncompressed(fd);
 }
 
 const Dwfl_Callbacks stacks_proc_callbacks = {

@@ -36,6 +36,7 @@
 #include "maps.h"
 #include "perfmap.h"
 #include "symbolize.h"
+#include "symcache.h"
 #include "u64map.h"
 
 #include "stacks_int.h"
@@ -66,10 +67,13 @@ static struct code_entry *entry_of(const struct stacks *s, uint64_t code)
 }
 
 /* The code of (object, offset); symbolizes it (mod, pc: with symbolize_pc; mod NULL: a marker
- * with file/defname) the first time. 0 only when out of memory. */
+ * with file/defname) the first time, unless the list is given (given, ngiven: taken over).
+ * With share, a list symbolized here is kept for the other processes (symcache.h). 0 only
+ * when out of memory. */
 static uint64_t intern(struct stacks *s, uint64_t obj_hash, uint64_t offset, Dwfl_Module *mod,
 		       const struct symindex *syms, Dwarf_Addr pc, enum symbolize_depth depth,
-		       const char *file, const char *defname)
+		       const char *file, const char *defname, mt_location *given, int ngiven,
+		       bool share)
 {
 	uint64_t h = u64_mix(obj_hash ^ u64_mix(offset + UINT64_C(0x9e3779b97f4a7c15)));
 	for (int tries = 0; tries < 64; tries++, h = u64_mix(h + 1)) {
@@ -78,15 +82,19 @@ static uint64_t intern(struct stacks *s, uint64_t obj_hash, uint64_t offset, Dwf
 			continue;
 		struct code_entry *e = entry_of(s, code);
 		if (e) {
-			if (e->obj_hash == obj_hash && e->offset == offset)
+			if (e->obj_hash == obj_hash && e->offset == offset) {
+				symbolize_free(given, ngiven);
 				return code;
+			}
 			continue; /* collision: another frame has this code, try the next one */
 		}
 		if (s->nentries == s->entries_cap) {
 			size_t cap = s->entries_cap ? s->entries_cap * 2 : 256;
 			struct code_entry *ne = realloc(s->entries, cap * sizeof(*ne));
-			if (!ne)
+			if (!ne) {
+				symbolize_free(given, ngiven);
 				return 0;
+			}
 			s->entries = ne;
 			s->entries_cap = cap;
 		}
@@ -95,8 +103,16 @@ static uint64_t intern(struct stacks *s, uint64_t obj_hash, uint64_t offset, Dwf
 		e->code = code;
 		e->obj_hash = obj_hash;
 		e->offset = offset;
-		int n = mod ? symbolize_pc(mod, pc, depth, syms, &e->locs)
-			    : symbolize_marker(file, defname, &e->locs);
+		int n;
+		if (given) {
+			e->locs = given;
+			n = ngiven;
+		} else {
+			n = mod ? symbolize_pc(mod, pc, depth, syms, &e->locs)
+				: symbolize_marker(file, defname, &e->locs);
+			if (share && mod && n > 0)
+				symcache_put(obj_hash, offset, depth, e->locs, n);
+		}
 		if (mod && depth != SYMBOLIZE_FULL)
 			s->stats.capped_codes++;
 		e->nlocs = n > 0 ? n : 0;
@@ -118,7 +134,7 @@ static uint64_t marker_code(struct stacks *s, const char *kind, uint64_t offset,
 			    const char *defname)
 {
 	return intern(s, hash_bytes('M', kind, strlen(kind)), offset, NULL, NULL, 0, SYMBOLIZE_FULL,
-		      file, defname);
+		      file, defname, NULL, 0, false);
 }
 
 static uint64_t truncated_code(struct stacks *s, size_t stack_len)
@@ -397,10 +413,13 @@ static uint64_t code_of_pc(struct stacks *s, Dwarf_Addr pc)
 	if (s->stats.codes >= s->limits.max_symbolized)
 		depth = SYMBOLIZE_OFFSET;
 	uint64_t t0 = now_ns();
-	if (depth != SYMBOLIZE_OFFSET && !o->syms.built)
+	/* known from another process: no DWARF nor symbol table read here */
+	mt_location *given = NULL;
+	int ngiven = o->shared ? symcache_get(o->hash, pc - o->bias, depth, &given) : 0;
+	if (!ngiven && depth != SYMBOLIZE_OFFSET && !o->syms.built)
 		symindex_build(&o->syms, mod);
 	code = intern(s, o->hash, pc - o->bias, mod, o->syms.failed ? NULL : &o->syms, pc, depth,
-		      NULL, NULL);
+		      NULL, NULL, ngiven ? given : NULL, ngiven, o->shared);
 	o->symbolize_ns += now_ns() - t0;
 	/* Over the time cap, the object is named from its symbols (a lookup costs O(log n)), and
 	 * over twice the cap from object+offset only: the names found so far stay. */

@@ -60,6 +60,7 @@ struct object *stacks_module_object(struct stacks *s, Dwfl_Module *mod)
 	o->hash = hash_bytes('P', path, strlen(path));
 	if (len > 0)
 		o->hash = hash_bytes(o->hash, bits, (size_t)len);
+	o->shared = len > 0;
 	o->depth = SYMBOLIZE_FULL;
 	/* Caps before libdw parses the object's DWARF or searches its symbols (a separate debug
 	 * file is checked when found: cb_find_debuginfo). Loading the symbol table is linear; each

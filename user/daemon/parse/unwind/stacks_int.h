@@ -28,6 +28,8 @@
 /* ---- objects and codes ---- */
 struct object {          /* one per Dwfl_Module, hung on the module's userdata */
 	uint64_t hash;       /* of the build-id, or of the path when there is none */
+	bool shared;         /* it has a build-id: its frames are symbolized once for every
+	                        process (symcache.h) */
 	Dwarf_Addr bias;     /* load address - ELF address */
 	enum symbolize_depth depth; /* lowered when the object goes over a cap */
 	uint64_t symbolize_ns;      /* time spent symbolizing its frames */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,6 +18,25 @@ void shm_ring_attach(struct shm_ring *r, void *mem, uint64_t data_size)
 	r->h = mem;
 	r->data = (uint8_t *)mem + 4096;
 	r->size = data_size;
+	r->trimmed_at = 0;
+}
+
+#define TRIM_BYTES (256u << 10) /* consumed between two trims */
+#define TRIM_GUARD (64u << 10)  /* kept after head: the next messages' pages */
+#define PAGE 4096u
+
+/* Gives back the pages of [head + guard, tail + size): free space that only the producer (the
+ * caller) writes, and not before it has produced past the guard. The consumer reads only
+ * [tail, head); a tail that moves on meanwhile only makes the free space larger. */
+static void trim(struct shm_ring *r, uint64_t head, uint64_t tail)
+{
+	uint64_t from = (head + TRIM_GUARD + PAGE - 1) / PAGE * PAGE;
+	uint64_t to = (tail + r->size) / PAGE * PAGE;
+	if (to <= from) return;
+	uint64_t at = from & (r->size - 1), len = to - from;
+	uint64_t first = len < r->size - at ? len : r->size - at;
+	madvise(r->data + at, first, MADV_REMOVE);
+	if (len > first) madvise(r->data, len - first, MADV_REMOVE);
 }
 
 /* Shared (not private) futexes: the two sides are two processes. */
@@ -65,7 +85,13 @@ struct shm_msg *shm_ring_reserve(struct shm_ring *r, uint32_t type, uint32_t len
 void shm_ring_commit(struct shm_ring *r, struct shm_msg *m)
 {
 	uint64_t head = atomic_load_explicit(&r->h->head, memory_order_relaxed);
-	atomic_store_explicit(&r->h->head, head + ALIGN8(sizeof *m + m->len), memory_order_release);
+	head += ALIGN8(sizeof *m + m->len);
+	atomic_store_explicit(&r->h->head, head, memory_order_release);
+	uint64_t tail = atomic_load_explicit(&r->h->tail, memory_order_acquire);
+	if (tail - r->trimmed_at >= TRIM_BYTES && r->size > 2 * TRIM_GUARD) {
+		r->trimmed_at = tail;
+		trim(r, head, tail);
+	}
 	uint64_t unread = atomic_fetch_add(&r->h->unread, 1) + 1;
 	uint32_t want = atomic_load(&r->h->cons_waiting);
 	if (want && unread >= want) bump(r);

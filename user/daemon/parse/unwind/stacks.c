@@ -371,9 +371,13 @@ static uint64_t jit_code(struct stacks *s, const struct maps_region *r, Dwarf_Ad
 		perfmap_load(&s->perfmap, s->pid);
 		name = perfmap_find(&s->perfmap, pc, &start);
 	}
-	s->stats.jit_frames++;
+	uint64_t seen = u64map_get(&s->jit_pcs, pc); /* distinct pcs: a re-read of the maps */
+	if (!seen || (seen == 2 && name)) {           /* meets them again */
+		u64map_put(&s->jit_pcs, pc, name ? 1 : 2);
+		if (!seen) s->stats.jit_frames++;
+		if (name) s->stats.jit_named++;
+	}
 	if (name) {
-		s->stats.jit_named++;
 		return marker_code(s, "jitsym", start ^ hash_bytes('J', name, strlen(name)), r->name,
 				   name);
 	}
@@ -586,6 +590,7 @@ void stacks_close(struct stacks *s)
 		symbolize_free(s->entries[i].locs, s->entries[i].nlocs);
 	free(s->entries);
 	u64map_free(&s->pc_codes);
+	u64map_free(&s->jit_pcs);
 	u64map_free(&s->code_index);
 	while (s->objects) {
 		struct object *o = s->objects;

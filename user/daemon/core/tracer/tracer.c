@@ -384,6 +384,9 @@ void tracer_detach(struct tracer *t)
 {
 	if (!t)
 		return;
+	/* The shared programs with no link of this tracer's (the system call tracepoints, found
+	 * by tgid) stop at once; the links' slow closes give any that was running time to end. */
+	host_mute(t);
 	/* Closing a link removes its breakpoints from the target; once the close returns, no
 	 * probe of that link runs any more (the kernel waits for running handlers). */
 	for (int i = 0; i < t->nlink_fds; i++)

@@ -47,13 +47,21 @@ sleep 12
 kill -STOP "${PIDS[@]}" # frozen: what they allocated is what memtraced has, once drained
 sleep 1.5
 fds=$(ls "/proc/$mt/fd" | wc -l)
-rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$mt/status")
+rss=$(rss_kb "$mt")
+prss=$(rss_kb "$(parser_of "$mt")")
 go tool pprof -tags -sample_index=alloc_space -focus=handle_request "$URL/debug/pprof/allocs" \
 	>"$TMP/tags.txt" 2>"$TMP/tags.err"
 kill -TERM "${PIDS[@]}"
 kill -CONT "${PIDS[@]}"
 for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-echo "# $N traced: memtraced $fds fds, $((rss / 1024)) MB resident"
+echo "# $N traced: memtraced $fds fds, $((rss / 1024)) MB resident, its parser $((prss / 1024)) MB"
+# issue 24's goal: at most 64 MB + 1 MB a process (each of the two programs; ASan's shadow
+# memory and quarantine triple it), fds growing only by what each process's probes need
+goal=$(((64 + N) * 1024))
+ldd "$MT" 2>/dev/null | grep -q libasan && goal=$((3 * goal))
+check many_daemon_memory_within_goal test "$rss" -le "$goal"
+check many_parser_memory_within_goal test "${prss:-999999999}" -le "$goal"
+check many_fds_bounded test "$fds" -le $((80 + 6 * N))
 # "pid: Total ..." then one "VALUE (PCT): PID" line per pid; VALUE like 12.34MB
 awk '/^ pid:/ { on = 1; next } /^ [a-z]+:/ { on = 0 } on && NF >= 3 {
 	v = $1; m = v ~ /GB$/ ? 1073741824 : v ~ /MB$/ ? 1048576 : v ~ /kB$/ ? 1024 : 1

@@ -2,7 +2,6 @@
  * slots, its ring-buffer thread and the inboxes it fills. */
 #include <errno.h>
 #include <math.h>
-#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -37,6 +37,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/usdt.bpf.h>
 #include "memtraced_events.h"
+#include "python_frames.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -543,8 +544,13 @@ struct {
 	__type(value, __u64);
 } stack_ends SEC(".maps");
 
+#include "python_frames.bpf.h"
+
 struct record_scratch {
-	__u8 b[sizeof(struct mt_alloc_record) + MT_STACK_BYTES_MAX]; /* the record, then its stack */
+	/* the record, its stack, its Python frames */
+	__u8 b[sizeof(struct mt_alloc_record) + MT_STACK_BYTES_MAX +
+	       MT_PY_MAX_FRAMES * sizeof(struct mt_py_frame)];
+	struct mt_py_frame py[MT_PY_MAX_FRAMES]; /* the walk's, copied after the stack */
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY); /* per-CPU values are limited to 32 KiB: one per CPU */
@@ -626,11 +632,21 @@ static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cou
 	r->nsamples = call->nsamples;
 	__builtin_memcpy(r->regs, call->regs, sizeof(r->regs));
 	r->owner = owner;
-	r->pad = 0;
 	if (copied > MT_STACK_BYTES_MAX)
 		copied = MT_STACK_BYTES_MAX;
+	__u16 py_status;
+	__u32 py_n = py_capture(owner, (__u32)id, sc->py, &py_status);
+	if (py_n > MT_PY_MAX_FRAMES)
+		py_n = MT_PY_MAX_FRAMES;
+	__u32 reserved = (copied + 7) & ~7u; /* the Python frames aligned */
+	if (reserved > MT_STACK_BYTES_MAX)
+		reserved = MT_STACK_BYTES_MAX;
+	if (py_n && bpf_probe_read_kernel(stack + reserved, py_n * sizeof(struct mt_py_frame), sc->py))
+		py_n = 0;
+	r->py_frames = (__u16)py_n;
+	r->py_status = py_status;
 	r->stack_len = copied;
-	r->stack_reserved = copied;
+	r->stack_reserved = reserved;
 	if (kind == KIND_PROBE && copied >= 8) {
 		/* The return probe replaced the return address at entry_sp by its trampoline; at
 		 * the return the kernel has set ip back to the real one. */
@@ -640,10 +656,11 @@ static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cou
 	if (kind == KIND_PROBE ? copied < 8 : copied == 0)
 		__sync_fetch_and_add(&c->drop_stack_copy, 1);
 	__u64 pending = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
-	__u64 size = sizeof(*r) + (copied & (2 * MT_STACK_BYTES_MAX - 1));
-	if (size > sizeof(*sc))
-		size = sizeof(*sc);
-	if (bpf_ringbuf_output(&events, sc, size,
+	__u64 size = sizeof(*r) + (reserved & (2 * MT_STACK_BYTES_MAX - 1)) +
+		     py_n * sizeof(struct mt_py_frame);
+	if (size > sizeof(sc->b))
+		size = sizeof(sc->b);
+	if (bpf_ringbuf_output(&events, sc->b, size,
 			       pending >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP)) {
 		__sync_fetch_and_add(&c->drop_ringbuf, 1);
 		if (kind != KIND_MAPPING)

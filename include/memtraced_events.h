@@ -75,9 +75,11 @@ struct mt_alloc_record {
 	__u64 addr, size, nsamples;
 	__u64 regs[MT_NREGS];
 	__u32 owner;           /* the tracer's slot and generation (MT_MAX_SLOTS) */
-	__u32 pad;
+	__u16 py_frames;       /* struct mt_py_frame after the stack bytes (python_frames.h) */
+	__u16 py_status;       /* enum mt_py_status */
 	__u32 stack_len;       /* valid bytes in stack[] */
-	__u32 stack_reserved;  /* bytes reserved for stack[] in this record (a power of two) */
+	__u32 stack_reserved;  /* bytes reserved for stack[] in this record; py_frames Python
+	                          frames follow them */
 	__u8 stack[];
 };
 

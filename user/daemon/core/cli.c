@@ -44,6 +44,9 @@ void cli_usage(FILE *out)
 		"                       1 records every allocation\n"
 		"      --no-mmap        do not trace anonymous memory mappings (mmap, mremap,\n"
 		"                       munmap) as allocations\n"
+		"      --python=MODE    a CPython 3.11+ process's stacks: 'auto' (default) shows\n"
+		"                       its Python frames in place of the eval loop's, 'no' native\n"
+		"                       frames only, 'only' hides the interpreter's own C frames\n"
 		"  -d, --duration SEC   stop tracing after SEC seconds (default: until the target\n"
 		"                       exits, or SIGINT/SIGTERM)\n"
 		"  -q, --quiet          no status messages (errors and the final summary only)\n"
@@ -166,7 +169,7 @@ int cli_exec_output_path(const char *base, unsigned n, char *buf, size_t len)
 
 enum { OPT_PROBE_FLOOR = 256, OPT_STACK_BYTES, OPT_NO_STATUS, OPT_TOP, OPT_TOP_INTERVAL, OPT_TOP_BY,
        OPT_SNAP_DIR, OPT_SNAP_INTERVAL, OPT_SNAP_KEEP, OPT_FILE_MODE, OPT_FOLLOW_FORKS,
-       OPT_HOLD_EXEC, OPT_RING_SIZE, OPT_INJECT, OPT_NO_MMAP, OPT_FORMAT, OPT_MATCH, OPT_CGROUP,
+       OPT_HOLD_EXEC, OPT_RING_SIZE, OPT_INJECT, OPT_NO_MMAP, OPT_PYTHON, OPT_FORMAT, OPT_MATCH, OPT_CGROUP,
        OPT_MAX_PROCESSES, OPT_LISTEN, OPT_LISTEN_PUBLIC };
 
 /* Which options were given, for the checks across options. */
@@ -197,6 +200,7 @@ static const struct option longopts[] = {
 	{"ring-size", required_argument, NULL, OPT_RING_SIZE},
 	{"inject", optional_argument, NULL, OPT_INJECT},
 	{"no-mmap", no_argument, NULL, OPT_NO_MMAP},
+	{"python", required_argument, NULL, OPT_PYTHON},
 	{"format", required_argument, NULL, OPT_FORMAT},
 	{"match", required_argument, NULL, OPT_MATCH},
 	{"cgroup", required_argument, NULL, OPT_CGROUP},
@@ -281,6 +285,16 @@ static bool parse_valued(int c, const char *arg, struct cli_opts *o, struct cli_
 		else {
 			set_err(err, errlen, "invalid --inject='%s': expected --inject, --inject=required "
 				"or --inject=no", arg);
+			return false;
+		}
+		return true;
+	case OPT_PYTHON:
+		if (strcmp(arg, "auto") == 0) o->python = PY_MODE_AUTO;
+		else if (strcmp(arg, "no") == 0) o->python = PY_MODE_NO;
+		else if (strcmp(arg, "only") == 0) o->python = PY_MODE_ONLY;
+		else {
+			set_err(err, errlen, "invalid --python '%s': expected auto (the default), no or "
+				"only", arg);
 			return false;
 		}
 		return true;
@@ -369,6 +383,7 @@ static enum cli_result parse_option(int c, char **argv, struct cli_opts *o, stru
 	case OPT_FOLLOW_FORKS: o->follow_forks = true; return CLI_OK;
 	case OPT_HOLD_EXEC: o->hold_exec = true; return CLI_OK;
 	case OPT_NO_MMAP: o->no_mmap = true; return CLI_OK;
+
 	case OPT_LISTEN_PUBLIC: o->listen_public = true; return CLI_OK;
 	case ':':
 		set_err(err, errlen, "option '%s' needs a value", argv[optind - 1]);

@@ -9,6 +9,7 @@
 
 #include "common/msg.h" /* MEMTRACED_VERSION */
 #include "select/select.h"
+#include "protocol/python.h"
 
 #define CLI_DEFAULT_RATE 1e-5
 #define CLI_DEFAULT_STACK_BYTES 65536u
@@ -47,6 +48,7 @@ struct cli_opts {
 	enum cli_inject inject;    /* --inject[=required] */
 	int format_version;        /* --format v2|v3: the continuous trace's format (default 2) */
 	bool no_mmap;              /* --no-mmap: anonymous memory mappings are not traced */
+	enum py_mode python;       /* --python (protocol/python.h) */
 	bool no_carried;           /* --inject=no: uprobes even if the target carries a sampler */
 	bool hold_exec;            /* --hold-exec (-p): ptrace-hold the process at each exec until the
 				      new program's probes are in place (-- CMD always is) */

@@ -25,6 +25,7 @@
 
 #include "cli.h"
 #include "parser/parser.h"
+#include "parser/rstacks.h"
 #include "common/msg.h"
 #include "output/trace_out.h"
 #include "status.h"
@@ -426,6 +427,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	atexit(parser_stop); /* reaped at the end: its CPU time counts as ours (bench) */
+	rstacks_set_python_mode(o.python);
 	if (o.listen) { /* the socket is ours (a port below 1024 too); the server is the parser's */
 		int lfd = targets_listen(o.listen, o.listen_public, perr, sizeof perr);
 		if (lfd < 0 || parser_listen(lfd, perr, sizeof perr) < 0) {

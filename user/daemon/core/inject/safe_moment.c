@@ -104,7 +104,7 @@ bool safe_moment_check(void *ctx, pid_t pid, pid_t tid, const struct user_regs_s
 				       r->r14, r->r15, r->rip};
 	size_t len = copy_stack(pid, r->rsp, m->stack);
 	uint64_t codes[MAX_FRAMES];
-	int n = rstacks_unwind_from(m->r, NULL, tid, regs, m->stack, len, STACKS_AT_SYSCALL, false,
+	int n = rstacks_unwind_from(m->r, NULL, tid, regs, m->stack, len, NULL, STACKS_AT_SYSCALL, false,
 				    codes, MAX_FRAMES);
 	rstacks_drop_ahead(m->r);
 	if (n <= 0) {

@@ -34,7 +34,29 @@ struct rstacks {
 	struct loc_entry **buckets;
 	size_t nbuckets, nlocs;
 	uint8_t *reply;           /* REPLY_CAP bytes */
+	struct py_found python;
 };
+
+static enum py_mode python_mode;
+
+void rstacks_set_python_mode(enum py_mode mode) { python_mode = mode; }
+
+const struct py_found *rstacks_python(const struct rstacks *r) { return &r->python; }
+
+/* The parser's account of the interpreter, made safe to print and to hand to the BPF
+ * program (whose reads of the target cannot fault whatever the layout says). */
+static void take_python(struct rstacks *r, const struct py_found *p)
+{
+	r->python = *p;
+	struct py_found *f = &r->python;
+	f->object[sizeof f->object - 1] = f->source[sizeof f->source - 1] = '\0';
+	f->note[sizeof f->note - 1] = '\0';
+	if (f->usable && (f->version < 0x030b || f->version > 0x030d || f->layout.version != f->version ||
+			  !f->layout.runtime)) {
+		f->usable = false;
+		snprintf(f->note, sizeof f->note, "the parser's account of it was not consistent");
+	}
+}
 
 struct rstacks *rstacks_open(pid_t pid, char *err, size_t errlen)
 {
@@ -54,7 +76,7 @@ struct rstacks *rstacks_open(pid_t pid, char *err, size_t errlen)
 	r->nbuckets = 1024;
 	r->buckets = calloc(r->nbuckets, sizeof *r->buckets);
 	if (!r->reply || !r->buckets || !(r->ch = pchan_open(err, errlen))) goto fail;
-	struct pq_open q = {.pid = pid};
+	struct pq_open q = {.pid = pid, .python = python_mode};
 	size_t len;
 	if (pchan_send(r->ch, PQ_OPEN, &q, sizeof q, NULL, 0) < 0 ||
 	    pchan_recv(r->ch, r->reply, REPLY_CAP, &len, 1) != PR_OPENED ||
@@ -70,6 +92,7 @@ struct rstacks *rstacks_open(pid_t pid, char *err, size_t errlen)
 		goto fail;
 	}
 	r->stats = o->stats;
+	take_python(r, &o->python);
 	return r;
 fail:
 	rstacks_close(r);
@@ -91,6 +114,20 @@ void rstacks_set_final_maps(struct rstacks *r, const char *maps)
 	}
 }
 
+/* The bytes that follow the request: the stack, then the Python frames when they lie right
+ * after it (rstacks.h). */
+static size_t tail_of(struct pq_unwind *q, const uint8_t *stack, size_t stack_len,
+		      const struct rstacks_py *py)
+{
+	size_t at = (stack_len + 7) & ~(size_t)7;
+	if (!py || !py->n || !py->frames || py->n > MT_PY_MAX_FRAMES || !stack ||
+	    (const uint8_t *)py->frames != stack + at)
+		return stack_len;
+	q->py_n = py->n;
+	q->py_status = py->status;
+	return at + py->n * sizeof(struct mt_py_frame);
+}
+
 static void fill_request(struct pq_unwind *q, pid_t tid, const uint64_t regs[STACKS_NREGS],
 			 size_t stack_len, enum stacks_start start, bool want_files, int max_codes)
 {
@@ -106,13 +143,14 @@ static void fill_request(struct pq_unwind *q, pid_t tid, const uint64_t regs[STA
 #define AHEAD_CODES 1024 /* what a prefetched unwind may return; the caller's max_codes cuts */
 
 bool rstacks_prefetch(struct rstacks *r, const void *key, pid_t tid, const uint64_t regs[STACKS_NREGS],
-		      const uint8_t *stack, size_t stack_len, enum stacks_start start,
-		      bool want_files)
+		      const uint8_t *stack, size_t stack_len, const struct rstacks_py *py,
+		      enum stacks_start start, bool want_files)
 {
 	if (r->ahead_n == AHEAD_MAX) return false;
 	struct pq_unwind q;
 	fill_request(&q, tid, regs, stack_len, start, want_files, AHEAD_CODES);
-	if (pchan_try_send(r->ch, PQ_UNWIND, &q, sizeof q, stack, stack_len) < 0) return false;
+	size_t tail = tail_of(&q, stack, stack_len, py);
+	if (pchan_try_send(r->ch, PQ_UNWIND, &q, sizeof q, stack, tail) < 0) return false;
 	r->ahead[(r->ahead_head + r->ahead_n++) % AHEAD_MAX] = key;
 	return true;
 }
@@ -204,7 +242,8 @@ static int next_result(struct rstacks *r, int max_codes, uint32_t want)
 
 int rstacks_unwind_from(struct rstacks *r, const void *key, pid_t tid,
 			const uint64_t regs[STACKS_NREGS], const uint8_t *stack, size_t stack_len,
-			enum stacks_start start, bool want_files, uint64_t *codes, int max_codes)
+			const struct rstacks_py *py, enum stacks_start start, bool want_files,
+			uint64_t *codes, int max_codes)
 {
 	/* asked ahead: the oldest result is this sample's (others before it were not used) */
 	while (r->ahead_n && r->ahead[r->ahead_head] != key) {
@@ -220,7 +259,8 @@ int rstacks_unwind_from(struct rstacks *r, const void *key, pid_t tid,
 	} else {
 		struct pq_unwind q;
 		fill_request(&q, tid, regs, stack_len, start, want_files, max_codes);
-		if (pchan_send(r->ch, PQ_UNWIND, &q, sizeof q, stack, stack_len) < 0) return -1;
+		size_t tail = tail_of(&q, stack, stack_len, py);
+		if (pchan_send(r->ch, PQ_UNWIND, &q, sizeof q, stack, tail) < 0) return -1;
 		n = next_result(r, max_codes, 1);
 	}
 	if (n < 0) return -1;

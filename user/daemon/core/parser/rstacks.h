@@ -14,23 +14,36 @@
 #include <sys/types.h>
 
 #include "memtrace.h"
+#include "protocol/python.h"
 #include "protocol/stack_types.h"
 
 struct rstacks;
 
 struct rstacks *rstacks_open(pid_t pid, char *err, size_t errlen);
+/* --python: what the unwinders opened from now on look for and show (PY_MODE_AUTO first). */
+void rstacks_set_python_mode(enum py_mode mode);
+/* The process's CPython interpreter, as the parser found it when r was opened. */
+const struct py_found *rstacks_python(const struct rstacks *r);
 void rstacks_refresh(struct rstacks *r);
 void rstacks_set_final_maps(struct rstacks *r, const char *maps);
+/* A sample's Python frames (include/python_frames.h): frames must lie right after its stack
+ * bytes, at stack + stack_len rounded up to 8 (as a record queue's items hold them), or
+ * they are not sent. */
+struct rstacks_py {
+	const struct mt_py_frame *frames;
+	uint16_t n, status;
+};
 /* Sends the unwind of a sample ahead, keyed by key (the record): the rstacks_unwind_from
  * with the same key takes its result. false when it was not sent (no room now). */
 bool rstacks_prefetch(struct rstacks *r, const void *key, pid_t tid, const uint64_t regs[STACKS_NREGS],
-		      const uint8_t *stack, size_t stack_len, enum stacks_start start,
-		      bool want_files);
+		      const uint8_t *stack, size_t stack_len, const struct rstacks_py *py,
+		      enum stacks_start start, bool want_files);
 /* stacks_unwind_from; want_files: rstacks_last_frame_file is asked for frames 0 and 1.
  * -1 when the parser is gone (rstacks_broken). */
 int rstacks_unwind_from(struct rstacks *r, const void *key, pid_t tid,
 			const uint64_t regs[STACKS_NREGS], const uint8_t *stack, size_t stack_len,
-			enum stacks_start start, bool want_files, uint64_t *codes, int max_codes);
+			const struct rstacks_py *py, enum stacks_start start, bool want_files,
+			uint64_t *codes, int max_codes);
 /* Results asked for ahead and not taken are thrown away. */
 void rstacks_drop_ahead(struct rstacks *r);
 void rstacks_last_extent(const struct rstacks *r, uint64_t *end, bool *truncated);

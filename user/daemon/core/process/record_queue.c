@@ -1,5 +1,6 @@
 /* A bounded FIFO of copied tracer records (see record_queue.h). */
 #include "record_queue.h"
+#include "python_frames.h"
 #include "common/deadline.h"
 
 #include <errno.h>
@@ -111,7 +112,9 @@ static int push(struct record_queue *q, struct rq_item *it, size_t size)
 int rq_push_alloc(struct record_queue *q, const struct tracer_alloc *a)
 {
 	size_t stack_len = a->stack ? a->stack_len : 0;
-	size_t size = sizeof(struct rq_item) + stack_len;
+	size_t py_at = (stack_len + 7) & ~(size_t)7;
+	size_t py_len = a->py ? (size_t)a->py_n * sizeof(struct mt_py_frame) : 0;
+	size_t size = sizeof(struct rq_item) + py_at + py_len;
 	struct rq_item *it = malloc(size);
 	if (!it) return -1;
 	it->is_free = false;
@@ -119,9 +122,12 @@ int rq_push_alloc(struct record_queue *q, const struct tracer_alloc *a)
 	if (a->regs) memcpy(it->regs, a->regs, sizeof it->regs);
 	else memset(it->regs, 0, sizeof it->regs);
 	if (stack_len) memcpy(it->stack, a->stack, stack_len);
+	if (py_len) memcpy(it->stack + py_at, a->py, py_len); /* a->py may be unaligned */
 	it->a.regs = it->regs;
 	it->a.stack = it->stack;
 	it->a.stack_len = stack_len;
+	it->a.py = py_len ? (const struct mt_py_frame *)(it->stack + py_at) : NULL;
+	it->a.py_n = py_len ? a->py_n : 0;
 	return push(q, it, size);
 }
 

@@ -16,9 +16,9 @@ struct rq_item {
 	struct rq_item *next;
 	bool is_free;
 	struct tracer_free f;  /* is_free */
-	struct tracer_alloc a; /* !is_free: regs and stack point into this item */
+	struct tracer_alloc a; /* !is_free: regs, stack and py point into this item */
 	uint64_t regs[17];
-	uint8_t stack[];
+	uint8_t stack[];       /* then the Python frames, 8-byte aligned */
 };
 
 struct record_queue;

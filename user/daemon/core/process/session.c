@@ -179,8 +179,12 @@ static void handle_items(struct session *s, struct rq_item *list)
 			rstacks_close(s->stacks);
 			s->stacks = NULL;
 		}
-		if (!s->stacks) s->stacks = s->early_stacks;
-		else if (s->early_stacks) rstacks_close(s->early_stacks);
+		if (!s->stacks) {
+			s->stacks = s->early_stacks;
+			s->stacks_provisional = false;
+		} else if (s->early_stacks) {
+			rstacks_close(s->early_stacks);
+		}
 		if (!s->stacks && !s->stacks_error[0])
 			snprintf(s->stacks_error, sizeof s->stacks_error, "%s", s->early_error);
 	}
@@ -262,6 +266,7 @@ struct session *session_begin(const struct session_opts *o, char *err, size_t er
 		set_err(err, errlen, "cannot attach to PID %d: %s", (int)o->pid, e);
 		goto fail;
 	}
+	session_python_start(s);
 	s->last_tick_ns = trace_out_mono_now_ns();
 	/* Records are queued from now on; they are handled once the trace is started. */
 	s->queue = rq_new(QUEUE_MAX_BYTES);
@@ -488,6 +493,30 @@ void session_get_totals(struct session *s, struct session_totals *t)
 	else if ((!s->no_trace || s->trace_lost) && s->out_fd >= 0 && fstat(s->out_fd, &sb) == 0) t->trace_bytes = (uint64_t)sb.st_size;
 }
 
+/* What its Python frames came to, or why there are none. */
+static void print_python(struct session *s, FILE *out)
+{
+	const struct py_found *p = &s->py;
+	if (!p->found) return;
+	fprintf(out, "; CPython %u.%u (%s", p->version >> 8, p->version & 0xff, p->object);
+	if (!p->usable) {
+		fprintf(out, "): native frames only, %s", p->note);
+		return;
+	}
+	struct stacks_stats ss = {0};
+	if (s->stacks) rstacks_get_stats(s->stacks, &ss);
+	fprintf(out, ", layout from its %s): %llu samples with Python frames (%llu frames)",
+		p->source, (unsigned long long)ss.py_samples, (unsigned long long)ss.py_frames);
+	if (ss.py_cut) fprintf(out, ", %llu cut at %d frames", (unsigned long long)ss.py_cut,
+			       MT_PY_MAX_FRAMES);
+	if (ss.py_no_thread) fprintf(out, ", %llu in threads without a Python thread state",
+				     (unsigned long long)ss.py_no_thread);
+	if (ss.py_failed) fprintf(out, ", %llu walks failed (a read of the interpreter)",
+				  (unsigned long long)ss.py_failed);
+	if (ss.py_gone) fprintf(out, ", %llu frames of code objects gone before they were named",
+				(unsigned long long)ss.py_gone);
+}
+
 void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 {
 	struct session_totals t;
@@ -542,6 +571,7 @@ void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 		fprintf(out, "; %llu objects over the debug-info, symbol or time cap: %s (%llu distinct "
 			"frames named from symbols or object+offset)", (unsigned long long)t.capped_objects,
 			t.capped_note[0] ? t.capped_note : "?", (unsigned long long)t.capped_frames);
+	print_python(s, out);
 	if (t.other_pid) fprintf(out, "; %llu records of other processes ignored",
 				 (unsigned long long)t.other_pid);
 	if (!s->stacks && s->stacks_error[0])

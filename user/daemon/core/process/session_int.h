@@ -82,6 +82,8 @@ struct session {
 	bool intake_over;     /* under drain_lock */
 	char error[512];
 	char stacks_error[256]; /* why the unwinder could not be prepared (lazily, spawn mode) */
+	bool py_started;        /* the unwinder said whether it runs CPython (session_python_start) */
+	struct py_found py;
 	uint64_t codes[MAX_CODES];
 	uint64_t bt[MAX_CODES];
 	/* anonymous mappings (session_records.c) */
@@ -104,6 +106,9 @@ uint64_t session_clock_ns(clockid_t id);
 void session_trace_write_failed(struct session *s);
 /* A record of the queue, on the session thread. */
 void session_on_alloc(struct session *s, const struct tracer_alloc *a);
+/* Once the process's unwinder is there: its samples carry Python frames from then on, when it
+ * runs a CPython whose layout the parser found. */
+void session_python_start(struct session *s);
 void session_on_free(struct session *s, const struct tracer_free *f);
 /* Asks the unwinder ahead for the records of a list that session_on_alloc will unwind,
  * from *next on, while there is room (the parser works on them meanwhile). */

@@ -166,14 +166,31 @@ static bool will_unwind(const struct session *s, const struct tracer_alloc *a)
 	       !(s->exec_ns && a->time_ns > s->exec_ns) && s->stacks;
 }
 
+void session_python_start(struct session *s)
+{
+	if (s->py_started || !s->stacks || s->stacks_provisional || !s->tracer) return;
+	s->py_started = true;
+	s->py = *rstacks_python(s->stacks);
+	if (s->py.usable && tracer_set_python(s->tracer, &s->py.layout) < 0) {
+		s->py.usable = false;
+		snprintf(s->py.note, sizeof s->py.note, "the BPF program's layout map could not be set");
+	}
+}
+
+static struct rstacks_py py_of(const struct tracer_alloc *a)
+{
+	return (struct rstacks_py){.frames = a->py, .n = a->py ? a->py_n : 0, .status = a->py_status};
+}
+
 void session_unwind_ahead(struct session *s, struct rq_item **next)
 {
 	for (; *next; *next = (*next)->next) {
 		const struct rq_item *it = *next;
 		if (it->is_free || !will_unwind(s, &it->a)) continue;
 		const struct tracer_alloc *a = &it->a;
+		struct rstacks_py py = py_of(a);
 		if (!rstacks_prefetch(s->stacks, a, (pid_t)a->tid, a->regs, a->stack, a->stack_len,
-				      start_of(a), a->origin == TRACER_FROM_MAPPING))
+				      &py, start_of(a), a->origin == TRACER_FROM_MAPPING))
 			return;
 	}
 }
@@ -199,9 +216,11 @@ void session_on_alloc(struct session *s, const struct tracer_alloc *a)
 		if (!s->stacks && !s->stacks_error[0])
 			snprintf(s->stacks_error, sizeof s->stacks_error, "%s", e);
 	}
+	session_python_start(s);
+	struct rstacks_py py = py_of(a);
 	int n = s->stacks ? rstacks_unwind_from(s->stacks, a, (pid_t)a->tid, a->regs, a->stack,
-						a->stack_len, start_of(a), a->origin == TRACER_FROM_MAPPING,
-						s->codes, MAX_CODES) : 0;
+						a->stack_len, &py, start_of(a),
+						a->origin == TRACER_FROM_MAPPING, s->codes, MAX_CODES) : 0;
 	if (n < 0) { /* the parser is gone: the session ends (handle_items says why) */
 		s->failed = true;
 		return;

@@ -380,6 +380,11 @@ void tracer_get_stats(struct tracer *t, struct tracer_stats *out)
 	out->live_reported = __atomic_load_n(&t->live_count, __ATOMIC_RELAXED);
 }
 
+int tracer_set_python(struct tracer *t, const struct mt_py_layout *layout)
+{
+	return t ? host_set_python(t, layout) : -1;
+}
+
 void tracer_detach(struct tracer *t)
 {
 	if (!t)

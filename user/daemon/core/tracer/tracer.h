@@ -56,6 +56,9 @@ struct tracer_alloc {        /* one sampled allocation */
 	const uint8_t *stack;    /* copy of user stack starting at regs[7] (rsp) */
 	size_t stack_len;
 	enum alloc_fn fn;        /* the function called (added field) */
+	const struct mt_py_frame *py; /* the thread's Python frames, innermost first
+	                                 (include/python_frames.h), py_n of them */
+	uint16_t py_n, py_status;     /* enum mt_py_status */
 	enum tracer_origin {
 		TRACER_FROM_PROBE,   /* an allocator's probe: regs as at its entry */
 		TRACER_FROM_SAMPLER, /* an in-process sampler's probe: regs and stack at the probe
@@ -141,6 +144,10 @@ int tracer_attach_sites(struct tracer *t, const struct alloc_sites *sites, char 
 /* Where thread tid's stack ends (stacks_last_extent): its stack copies stop there, 0 forgets
  * it (full copies again, e.g. after a copy cut a stack short). From any thread. */
 void tracer_set_stack_end(struct tracer *t, uint32_t tid, uint64_t end);
+/* The process runs CPython: its samples carry the Python frames of their thread, walked with
+ * this layout (include/python_frames.h). 0, or -1. */
+struct mt_py_layout;
+int tracer_set_python(struct tracer *t, const struct mt_py_layout *layout);
 void tracer_get_stats(struct tracer *t, struct tracer_stats *out);
 /* How full its ring buffer is now, 0 .. 1 (records written and not yet read), or -1. */
 double tracer_ring_fill(struct tracer *t);

@@ -17,6 +17,7 @@
 #include <bpf/libbpf.h>
 
 #include "memtraced_events.h"
+#include "python_frames.h"
 #include "memtraced.skel.h"
 #include "tracer_host.h"
 #include "tracer_internal.h"
@@ -365,6 +366,15 @@ void host_set_tgid(struct tracer *t, pid_t pid)
 {
 	struct mt_slot *sl = (struct mt_slot *)&t->host->skel->bss->slots[MT_OWNER_SLOT(t->owner)];
 	__atomic_store_n(&sl->tgid, (uint32_t)pid, __ATOMIC_RELEASE);
+}
+
+int host_set_python(struct tracer *t, const struct mt_py_layout *layout)
+{
+	if (!t->host) return -1;
+	uint32_t slot = MT_OWNER_SLOT(t->owner);
+	struct mt_py_layout l = *layout;
+	l.owner = t->owner;
+	return bpf_map_update_elem(bpf_map__fd(t->host->skel->maps.py_layout), &slot, &l, BPF_ANY);
 }
 
 void host_mute(struct tracer *t)

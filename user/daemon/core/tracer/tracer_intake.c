@@ -9,6 +9,7 @@
 #include <bpf/libbpf.h>
 
 #include "memtraced_events.h"
+#include "python_frames.h"
 #include "memtraced.skel.h"
 #include "tracer_host.h"
 #include "tracer_internal.h"
@@ -39,6 +40,8 @@ static void deliver_alloc(struct tracer *t, const struct mt_alloc_record *r,
 		.addr = r->addr, .size = r->size, .nsamples = r->nsamples,
 		.regs = (const uint64_t *)r->regs, .stack = r->stack, .stack_len = r->stack_len,
 		.fn = (enum alloc_fn)r->fn, .origin = origin,
+		.py = (const struct mt_py_frame *)(r->stack + r->stack_reserved),
+		.py_n = r->py_frames, .py_status = r->py_status,
 	};
 	if (t->cb->alloc(t->cb_ctx, &a) < 0) { /* not kept: as if the ring had had no room */
 		if (sampled) seq_table_remove(&t->visible, r->seq, NULL);
@@ -78,7 +81,9 @@ int intake_record(void *ctx, void *data, size_t len)
 	if (type == MT_REC_ALLOC || type == MT_REC_ALLOC_USDT || type == MT_REC_MAP) {
 		const struct mt_alloc_record *r = data;
 		if (len < sizeof(*r) || r->stack_len > r->stack_reserved ||
-		    r->stack_reserved > len - sizeof(*r) || !r->seq || r->fn >= AF_COUNT) {
+		    r->stack_reserved > len - sizeof(*r) || !r->seq || r->fn >= AF_COUNT ||
+		    r->py_frames > MT_PY_MAX_FRAMES ||
+		    (size_t)r->py_frames * sizeof(struct mt_py_frame) > len - sizeof(*r) - r->stack_reserved) {
 			count(&t->bad_records, 1);
 			return 0;
 		}

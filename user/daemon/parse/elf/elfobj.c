@@ -160,6 +160,54 @@ int elfobj_each_function(const struct elfobj *o, bool use_symtab, elfobj_functio
 	return rc;
 }
 
+static int find_in(const struct elfobj *o, Elf_Scn *scn, const char *name, uint64_t *vaddr,
+		   uint64_t *size)
+{
+	GElf_Shdr sh;
+	Elf_Data *data = gelf_getshdr(scn, &sh) ? elf_getdata(scn, NULL) : NULL;
+	if (!data || sh.sh_entsize == 0) return -1;
+	size_t n = sh.sh_size / sh.sh_entsize;
+	if (n > ELFOBJ_MAX_SYMBOLS) n = ELFOBJ_MAX_SYMBOLS;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Sym sym;
+		if (!gelf_getsym(data, i, &sym)) break;
+		if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
+		const char *s = elf_strptr(o->elf, sh.sh_link, sym.st_name);
+		if (s && strcmp(s, name) == 0) {
+			*vaddr = sym.st_value;
+			*size = sym.st_size;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int elfobj_find_symbol(const struct elfobj *o, const char *name, uint64_t *vaddr, uint64_t *size)
+{
+	Elf_Scn *scn = NULL, *dynsym = NULL, *symtab = NULL;
+	while ((scn = elf_nextscn(o->elf, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh)) continue;
+		if (sh.sh_type == SHT_DYNSYM) dynsym = scn;
+		else if (sh.sh_type == SHT_SYMTAB) symtab = scn;
+	}
+	if (dynsym && find_in(o, dynsym, name, vaddr, size) == 0) return 0;
+	return symtab ? find_in(o, symtab, name, vaddr, size) : -1;
+}
+
+uint64_t elfobj_first_load(const struct elfobj *o)
+{
+	size_t phnum = 0;
+	uint64_t low = UINT64_MAX;
+	if (elf_getphdrnum(o->elf, &phnum) != 0) return 0;
+	for (size_t i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+		if (gelf_getphdr(o->elf, i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr < low)
+			low = ph.p_vaddr - ph.p_offset;
+	}
+	return low == UINT64_MAX ? 0 : low;
+}
+
 bool elfobj_symbols_capped(const struct elfobj *o, bool use_symtab)
 {
 	Elf_Scn *scn = NULL;

@@ -50,6 +50,12 @@ int elfobj_each_function(const struct elfobj *o, bool use_symtab, elfobj_functio
 /* Does a symbol table that elfobj_each_function reads hold more than ELFOBJ_MAX_SYMBOLS? */
 bool elfobj_symbols_capped(const struct elfobj *o, bool use_symtab);
 
+/* A defined symbol of any type (a function or data: _PyRuntime) by its exact name, in .dynsym
+ * then .symtab: 0 with its st_value and st_size, -1 when there is none. */
+int elfobj_find_symbol(const struct elfobj *o, const char *name, uint64_t *vaddr, uint64_t *size);
+/* The virtual address of the file's offset 0 (the first PT_LOAD's p_vaddr - p_offset): its
+ * mapping's start minus this is the load bias. */
+uint64_t elfobj_first_load(const struct elfobj *o);
 /* What ld.so reads from an object's dynamic section. Strings are malloc'ed. */
 struct elf_dynamic {
 	char **needed;

@@ -136,6 +136,7 @@ static void reply_open(struct chan *c, const struct shm_msg *m)
 	memset(o, 0, sizeof *o);
 	c->st = stacks_open(q->pid, o->err, sizeof o->err);
 	o->ok = c->st != NULL;
+	if (c->st && q->python <= PY_MODE_ONLY) stacks_find_python(c->st, (enum py_mode)q->python, &o->python);
 	if (c->st) stacks_get_stats(c->st, &o->stats);
 	shm_ring_commit(&c->res, r);
 }
@@ -180,6 +181,11 @@ static void reply_unwind(struct chan *c, const struct shm_msg *m)
 	if (test_syscall_after >= 0 && (long)++c->unwinds > test_syscall_after)
 		syscall(SYS_socket, AF_INET, SOCK_STREAM, 0); /* forbidden: the filter kills us */
 	static _Thread_local uint64_t codes[4096];
+	static _Thread_local struct mt_py_frame py[MT_PY_MAX_FRAMES];
+	size_t py_at = sizeof *q + (((size_t)q->stack_len + 7) & ~(size_t)7);
+	if (q->py_n > MT_PY_MAX_FRAMES || (q->py_n && py_at + q->py_n * sizeof *py > m->len)) _exit(3);
+	memcpy(py, (const uint8_t *)q + py_at, q->py_n * sizeof *py);
+	if (c->st) stacks_python_sample(c->st, py, q->py_n, q->py_status);
 	int n = c->st ? stacks_unwind_from(c->st, q->tid, q->regs, (const uint8_t *)(q + 1), q->stack_len,
 					   (enum stacks_start)q->start, codes, q->max_codes) : 0;
 	if (n < 0) n = 0;

@@ -39,6 +39,7 @@
 #include "symcache.h"
 #include "u64map.h"
 
+#include "python/pyproc.h"
 #include "stacks_int.h"
 
 /* Caps on the work one target's files can cause (see struct stacks_limits). */
@@ -439,6 +440,60 @@ static uint64_t code_of_pc(struct stacks *s, Dwarf_Addr pc)
 	return code;
 }
 
+/* A Python frame's code: (file, qualname) and line make it (stacks_python.c). */
+static uint64_t python_code(struct stacks *s, bool *last)
+{
+	struct py_location loc;
+	if (stacks_py_take(s, &loc, last) < 0)
+		return marker_code(s, "pygone", 0, "<python>", "[code object gone]");
+	uint64_t key = u64_mix(loc.hash ^ u64_mix(loc.line + UINT64_C(0x51ed27)));
+	uint64_t code = u64map_get(&s->py_codes, key);
+	if (code)
+		return code;
+	mt_location *l = calloc(1, sizeof *l);
+	if (!l)
+		return 0;
+	l->filename = strdup(loc.filename);
+	l->defname = strdup(loc.qualname);
+	l->line = loc.line;
+	if (!l->filename || !l->defname) {
+		symbolize_free(l, 1);
+		return 0;
+	}
+	code = intern(s, loc.hash, loc.line, NULL, NULL, 0, SYMBOLIZE_FULL, NULL, NULL, l, 1, false);
+	if (code)
+		u64map_put(&s->py_codes, key, code);
+	return code;
+}
+
+/* The frames of the last unwind as codes, innermost first: each eval-loop activation
+ * replaced by its Python frames (stacks_python.c), the rest after the native ones. */
+static int frames_to_codes(struct stacks *s, uint64_t *codes, int max_codes)
+{
+	int n = 0;
+	for (int i = 0; i < s->nframes && n < max_codes; i++) {
+		Dwarf_Addr pc = s->frames[i].pc;
+		bool splice = stacks_py_splices(s, pc);
+		for (bool last = false; splice && !last && stacks_py_left(s) && n < max_codes;) {
+			uint64_t code = python_code(s, &last);
+			if (code)
+				codes[n++] = code;
+		}
+		if (splice || stacks_py_hides(s, pc))
+			continue;
+		uint64_t code = code_of_pc(s, pc);
+		if (code)
+			codes[n++] = code;
+	}
+	for (bool last; stacks_py_left(s) && n < max_codes;) {
+		uint64_t code = python_code(s, &last);
+		if (code)
+			codes[n++] = code;
+	}
+	stacks_py_done(s);
+	return n;
+}
+
 /* Is pc in a process's or a thread's first function? libdw may fail to go past one (no CFI
  * that says "outermost", a frame pointer of 0): the stack reached its end all the same. */
 static bool at_entry_point(struct stacks *s, Dwarf_Addr pc)
@@ -511,12 +566,7 @@ int stacks_unwind_from(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_N
 
 	/* unwound to its outermost frame: what it read is all of the stack this thread has */
 	s->last_end = rc == 0 && !s->truncated ? s->max_read : 0;
-	int n = 0;
-	for (int i = 0; i < s->nframes && n < max_codes; i++) {
-		uint64_t code = code_of_pc(s, s->frames[i].pc);
-		if (code)
-			codes[n++] = code;
-	}
+	int n = frames_to_codes(s, codes, max_codes);
 	if (s->frames_capped || s->nframes > max_codes) {
 		/* the stack goes on past the cap: its end is a marker that says so */
 		s->stats.capped_stacks++;
@@ -591,6 +641,8 @@ void stacks_close(struct stacks *s)
 	free(s->entries);
 	u64map_free(&s->pc_codes);
 	u64map_free(&s->jit_pcs);
+	u64map_free(&s->py_codes);
+	stacks_set_python(s, NULL, PY_MODE_NO);
 	u64map_free(&s->code_index);
 	while (s->objects) {
 		struct object *o = s->objects;

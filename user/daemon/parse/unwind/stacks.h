@@ -23,6 +23,7 @@
 
 #include "memtrace.h"
 
+#include "protocol/python.h"
 #include "protocol/stack_types.h"
 
 /* Location written for the outermost code of a stack deeper than its copy. */
@@ -72,6 +73,17 @@ int stacks_locations(void *stacks, uint64_t code, const mt_location **locs);
 void stacks_close(struct stacks *s);
 
 void stacks_get_stats(const struct stacks *s, struct stacks_stats *out);
+
+/* Python (stacks_python.c): the process's interpreter (python/pyproc.h, taken over; NULL:
+ * none) and what its stacks show (enum py_mode). */
+struct pyproc;
+void stacks_set_python(struct stacks *s, struct pyproc *py, enum py_mode mode);
+/* Finds the process's interpreter (unless mode is PY_MODE_NO) and sets it: *found says what
+ * was found, and why it cannot be used when it cannot. */
+void stacks_find_python(struct stacks *s, enum py_mode mode, struct py_found *found);
+/* The Python frames of the next sample stacks_unwind_from unwinds (frames lives until then):
+ * its eval-loop activations are replaced by them. */
+void stacks_python_sample(struct stacks *s, const struct mt_py_frame *frames, int n, int status);
 
 /* Caps on the work one target's files can cause, the defaults in parentheses. Past the debug
  * info cap an object's frames are named from its symbols; past the symbol, time or code cap,

@@ -88,6 +88,13 @@ struct stacks {
 
 	struct stacks_stats stats;
 	struct stacks_limits limits;
+
+	/* Python (stacks_python.c) */
+	struct pyproc *py;        /* its interpreter, when it runs CPython 3.11+ */
+	enum py_mode py_mode;
+	const struct mt_py_frame *py_frames; /* the sample being unwound's, innermost first */
+	int py_n, py_status, py_next;
+	struct u64map py_codes;   /* (file, qualname, line) -> code */
 };
 
 
@@ -107,6 +114,16 @@ static inline uint64_t hash_bytes(uint64_t seed, const void *p, size_t n)
 	}
 	return u64_mix(h);
 }
+
+/* stacks_python.c: the sample's Python frames, taken in order by stacks.c's loop. */
+struct py_location;
+bool stacks_py_left(const struct stacks *s);               /* frames not taken yet */
+bool stacks_py_splices(const struct stacks *s, uint64_t pc); /* pc runs the eval loop */
+bool stacks_py_hides(const struct stacks *s, uint64_t pc);  /* --python=only: the interpreter's */
+/* The next frame's location: 0, or -1 when its code object is gone; *last: the last one of
+ * its eval-loop activation. */
+int stacks_py_take(struct stacks *s, struct py_location *loc, bool *last);
+void stacks_py_done(struct stacks *s);
 
 /* stacks_dwfl.c */
 extern const Dwfl_Callbacks stacks_proc_callbacks;

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "protocol/facts.h"
+#include "protocol/python.h"
 #include "protocol/sites.h"
 #include "protocol/stack_types.h"
 
@@ -112,12 +113,14 @@ struct pq_answer {
  * discovery (PQ_SITES_*). */
 struct pq_open {
 	pid_t pid;
+	uint32_t python;              /* enum py_mode */
 };
 
 struct pr_opened {
 	bool ok;
 	char err[256];
 	struct stacks_stats stats;
+	struct py_found python;       /* its interpreter, when it runs CPython */
 };
 
 struct pq_final_maps {
@@ -132,6 +135,8 @@ struct pq_unwind {
 	bool want_files;              /* the objects of frames 0 and 1 (a mapping's caller) */
 	uint64_t regs[STACKS_NREGS];
 	uint32_t stack_len;           /* the bytes follow the struct (at sizeof) */
+	uint16_t py_n, py_status;     /* Python frames (struct mt_py_frame) after the stack bytes,
+	                                 at sizeof + stack_len rounded up to 8; enum mt_py_status */
 };
 
 struct pr_loc {                       /* then filename_len + defname_len bytes, no NULs */

@@ -30,6 +30,12 @@ struct stacks_stats {
 				    symbol, no debug info) */
 	uint64_t capped_stacks;  /* samples cut at the frame cap (or the caller's max_codes) */
 	uint64_t capped_objects; /* objects over the debug-info, symbol or time cap */
+	uint64_t py_samples;     /* samples with Python frames */
+	uint64_t py_frames;      /* Python frames in them */
+	uint64_t py_cut;         /* samples whose Python stack was cut at MT_PY_MAX_FRAMES */
+	uint64_t py_no_thread;   /* samples of a thread without a Python thread state */
+	uint64_t py_failed;      /* samples whose walk failed midway (a read of the target) */
+	uint64_t py_gone;        /* frames whose code object had changed when it was read */
 	char capped_note[160];   /* which: "libfoo.so (time), libbar.so (debug info)" */
 	uint64_t capped_codes;   /* distinct codes of such objects, named from their symbols
 				    or object+0xOFFSET only */

@@ -1,0 +1,259 @@
+/* A code object's qualified name, file and line, read from the target's memory once per code
+ * object and kept. The frame copied in BPF carries the code object's co_qualname as it was
+ * when the frame ran (its ident): a kept entry whose ident differs, or a code object read now
+ * whose co_qualname differs, was freed and its memory reused, and gives no name. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pyproc_int.h"
+
+#define MAX_NAME_CHARS 1000        /* a longer name is cut */
+#define MAX_LINETABLE (256u << 10) /* a longer table: lines past it are the first line */
+#define MAX_CODES (1u << 20)       /* code objects kept per process */
+
+/* ---- the location table (3.11+, Objects/locations.md) ---- */
+
+static unsigned varint(const uint8_t *t, size_t len, size_t *i)
+{
+	unsigned v = 0, shift = 0;
+	while (*i < len) {
+		uint8_t b = t[(*i)++];
+		v |= (unsigned)(b & 63) << shift;
+		shift += 6;
+		if (!(b & 64) || shift > 24) break;
+	}
+	return v;
+}
+
+static int signed_varint(const uint8_t *t, size_t len, size_t *i)
+{
+	unsigned u = varint(t, len, i);
+	return u & 1 ? -(int)(u >> 1) : (int)(u >> 1);
+}
+
+int py_addr_to_line(const uint8_t *t, size_t len, int firstlineno, int addr)
+{
+	int line = firstlineno, start = 0;
+	size_t i = 0;
+	while (i < len) {
+		uint8_t b = t[i++];
+		if (!(b & 0x80)) continue; /* not an entry's first byte: out of step, resync */
+		int code = (b >> 3) & 15, units = (b & 7) + 1;
+		bool none = false;
+		if (code == 15) { /* no location */
+			none = true;
+		} else if (code == 14) { /* long form: line delta, end line delta, columns */
+			line += signed_varint(t, len, &i);
+			varint(t, len, &i);
+			varint(t, len, &i);
+			varint(t, len, &i);
+		} else if (code == 13) { /* no columns */
+			line += signed_varint(t, len, &i);
+		} else if (code >= 10) { /* one line: delta 0, 1 or 2, then two column bytes */
+			line += code - 10;
+			i += 2;
+		} else { /* short form: same line, one column byte */
+			i += 1;
+		}
+		start += units * 2;
+		if (addr < start) return none ? firstlineno : line;
+	}
+	return firstlineno;
+}
+
+/* ---- reading objects ---- */
+
+static void put_utf8(char *out, size_t *n, uint32_t c)
+{
+	if (c < 0x80) {
+		out[(*n)++] = (char)c;
+	} else if (c < 0x800) {
+		out[(*n)++] = (char)(0xc0 | c >> 6);
+		out[(*n)++] = (char)(0x80 | (c & 63));
+	} else if (c < 0x10000) {
+		out[(*n)++] = (char)(0xe0 | c >> 12);
+		out[(*n)++] = (char)(0x80 | (c >> 6 & 63));
+		out[(*n)++] = (char)(0x80 | (c & 63));
+	} else {
+		out[(*n)++] = (char)(0xf0 | (c >> 18 & 7));
+		out[(*n)++] = (char)(0x80 | (c >> 12 & 63));
+		out[(*n)++] = (char)(0x80 | (c >> 6 & 63));
+		out[(*n)++] = (char)(0x80 | (c & 63));
+	}
+}
+
+/* A str object as UTF-8 (compact strings: all that code objects hold), or NULL. */
+static char *read_str(const struct pyproc *p, uint64_t addr)
+{
+	const struct py_objlayout *o = &p->o;
+	uint8_t head[128];
+	if (!addr || o->uni_compact_size > sizeof head || py_read(p, addr, head, o->uni_compact_size) < 0)
+		return NULL;
+	uint32_t state;
+	int64_t length;
+	memcpy(&state, head + o->uni_state, sizeof state);
+	memcpy(&length, head + o->uni_length, sizeof length);
+	unsigned kind = state >> 2 & 7, compact = state >> 5 & 1, ascii = state >> 6 & 1;
+	if (!compact || (kind != 1 && kind != 2 && kind != 4) || length < 0) return NULL;
+	if (length > MAX_NAME_CHARS) length = MAX_NAME_CHARS;
+	size_t bytes = (size_t)length * kind;
+	uint8_t *raw = malloc(bytes + 1);
+	char *out = malloc((size_t)length * 4 + 1);
+	if (!raw || !out ||
+	    py_read(p, addr + (ascii ? o->uni_ascii_size : o->uni_compact_size), raw, bytes) < 0) {
+		free(raw);
+		free(out);
+		return NULL;
+	}
+	size_t n = 0;
+	for (int64_t i = 0; i < length; i++) {
+		uint32_t c;
+		if (kind == 1) c = raw[i];
+		else if (kind == 2) c = (uint32_t)raw[2 * i] | (uint32_t)raw[2 * i + 1] << 8;
+		else memcpy(&c, raw + 4 * i, 4);
+		if (c == 0 || c > 0x10ffff) c = '?';
+		put_utf8(out, &n, c);
+	}
+	out[n] = '\0';
+	free(raw);
+	return out;
+}
+
+static uint8_t *read_bytes(const struct pyproc *p, uint64_t addr, uint32_t *len)
+{
+	int64_t size;
+	*len = 0;
+	if (!addr || py_read(p, addr + p->o.bytes_size, &size, sizeof size) < 0 || size < 0)
+		return NULL;
+	if (size > MAX_LINETABLE) size = MAX_LINETABLE;
+	uint8_t *b = malloc((size_t)size + 1);
+	if (!b || py_read(p, addr + p->o.bytes_sval, b, (size_t)size) < 0) {
+		free(b);
+		return NULL;
+	}
+	*len = (uint32_t)size;
+	return b;
+}
+
+static uint64_t hash_str(uint64_t h, const char *s)
+{
+	for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+	return h;
+}
+
+static void code_free(struct pycode *c)
+{
+	free(c->filename);
+	free(c->qualname);
+	free(c->table);
+	free(c);
+}
+
+/* The code object at f->code, read now: NULL when it is no code object, or not the one that
+ * ran (its co_qualname is not f->ident). */
+static struct pycode *read_code(const struct pyproc *p, const struct mt_py_frame *f)
+{
+	const struct py_objlayout *o = &p->o;
+	uint8_t head[512];
+	if (o->code_adaptive > sizeof head || py_read(p, f->code, head, o->code_adaptive) < 0)
+		return NULL;
+	uint64_t type, filename, qualname, table;
+	int32_t first;
+	memcpy(&type, head + o->ob_type, 8);
+	memcpy(&filename, head + o->code_filename, 8);
+	memcpy(&qualname, head + o->code_qualname, 8);
+	memcpy(&table, head + o->code_linetable, 8);
+	memcpy(&first, head + o->code_firstlineno, 4);
+	if (type != p->code_type || (f->ident && qualname != f->ident)) return NULL;
+	struct pycode *c = calloc(1, sizeof *c);
+	if (!c) return NULL;
+	c->code = f->code;
+	c->ident = qualname;
+	c->firstlineno = first;
+	c->filename = read_str(p, filename);
+	c->qualname = read_str(p, qualname);
+	c->table = read_bytes(p, table, &c->table_len);
+	if (!c->filename || !c->qualname) {
+		code_free(c);
+		return NULL;
+	}
+	c->hash = hash_str(hash_str(0xcbf29ce484222325ull, c->filename) * 31, c->qualname);
+	return c;
+}
+
+static size_t bucket_of(const struct pyproc *p, uint64_t code)
+{
+	code ^= code >> 29;
+	code *= 0xbf58476d1ce4e5b9ull;
+	return (size_t)(code >> 32) & (p->nbuckets - 1);
+}
+
+static void grow(struct pyproc *p)
+{
+	size_t n = p->nbuckets * 4;
+	struct pycode **b = calloc(n, sizeof *b);
+	if (!b) return;
+	struct pycode **old = p->buckets;
+	size_t oldn = p->nbuckets;
+	p->buckets = b;
+	p->nbuckets = n;
+	for (size_t i = 0; i < oldn; i++)
+		for (struct pycode *c = old[i], *next; c; c = next) {
+			next = c->next;
+			size_t k = bucket_of(p, c->code);
+			c->next = b[k];
+			b[k] = c;
+		}
+	free(old);
+}
+
+static struct pycode *code_of(struct pyproc *p, const struct mt_py_frame *f)
+{
+	struct pycode **slot = &p->buckets[bucket_of(p, f->code)];
+	for (struct pycode **pc = slot; *pc; pc = &(*pc)->next) {
+		struct pycode *c = *pc;
+		if (c->code != f->code) continue;
+		if (!f->ident || c->ident == f->ident) return c;
+		*pc = c->next; /* another object lives there now */
+		code_free(c);
+		p->ncodes--;
+		break;
+	}
+	if (p->ncodes >= MAX_CODES) return NULL;
+	struct pycode *c = read_code(p, f);
+	if (!c) return NULL;
+	if (p->ncodes >= 2 * p->nbuckets) grow(p);
+	slot = &p->buckets[bucket_of(p, f->code)];
+	c->next = *slot;
+	*slot = c;
+	p->ncodes++;
+	return c;
+}
+
+int pyproc_locate(struct pyproc *p, const struct mt_py_frame *f, struct py_location *out)
+{
+	struct pycode *c = p ? code_of(p, f) : NULL;
+	if (!c) return -1;
+	int line = c->firstlineno;
+	if (f->instr != UINT32_MAX && f->instr >= p->o.code_adaptive && c->table)
+		line = py_addr_to_line(c->table, c->table_len, c->firstlineno,
+				       (int)(f->instr - p->o.code_adaptive));
+	out->filename = c->filename;
+	out->qualname = c->qualname;
+	out->line = line > 0 ? (uint32_t)line : 0;
+	out->hash = c->hash;
+	return 0;
+}
+
+void pyproc_close(struct pyproc *p)
+{
+	if (!p) return;
+	for (size_t i = 0; p->buckets && i < p->nbuckets; i++)
+		for (struct pycode *c = p->buckets[i], *next; c; c = next) {
+			next = c->next;
+			code_free(c);
+		}
+	free(p->buckets);
+	free(p);
+}

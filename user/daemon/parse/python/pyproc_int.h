@@ -1,0 +1,39 @@
+/* The state pyfind.c and pynames.c share. Not an interface. */
+#ifndef MEMTRACED_PYTHON_PYPROC_INT_H
+#define MEMTRACED_PYTHON_PYPROC_INT_H
+#include "pyproc.h"
+
+/* Offsets userspace reads names with (bytes). */
+struct py_objlayout {
+	uint16_t ob_type;
+	uint16_t code_filename, code_qualname, code_linetable, code_firstlineno, code_adaptive;
+	uint16_t uni_state, uni_length, uni_ascii_size, uni_compact_size;
+	uint16_t bytes_size, bytes_sval;
+};
+
+struct pycode {                /* a code object's names, read once */
+	struct pycode *next;
+	uint64_t code, ident;
+	char *filename, *qualname;
+	int firstlineno;
+	uint8_t *table;            /* co_linetable */
+	uint32_t table_len;
+	uint64_t hash;
+};
+
+struct pyproc {
+	pid_t pid;
+	int mem_fd;
+	uint32_t version;
+	uint64_t eval_start, eval_end;   /* _PyEval_EvalFrameDefault */
+	uint64_t obj_start, obj_end;     /* the interpreter's object, all its mappings */
+	uint64_t code_type;              /* &PyCode_Type */
+	struct py_objlayout o;
+	struct pycode **buckets;
+	size_t nbuckets, ncodes;
+};
+
+/* Reads len bytes of the target at addr: 0, or -1 when not all could be read. */
+int py_read(const struct pyproc *p, uint64_t addr, void *buf, size_t len);
+
+#endif

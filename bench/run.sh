@@ -3,7 +3,7 @@
 #
 #   bash bench/run.sh [BUILD]          (root; about 10-15 minutes on the project's 2-vCPU VM)
 #
-# Sections (BENCH_ONLY=micro,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view,serve,fleet to pick some):
+# Sections (BENCH_ONLY=micro,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view,serve,fleet,python to pick some):
 #   micro     malloc/free loop (bench/micro_alloc), ns per pair, interleaved rounds of:
 #             none | floor (empty probes on memtraced's sites) | memtraced (default rate) |
 #             memtraced --rate 1 | memtraced --inject | bcc memleak | heaptrack; plus design figures from
@@ -24,6 +24,8 @@
 #   serve     --listen: scrape_ms, scrape_bytes, scrape_pair_ratio (bench/serve_section.sh)
 #   fleet     --match over 1, 8, 64 processes: daemon_rss_mb_N, parser_rss_mb_N, daemon_fds_N,
 #             attach_ms_1st, attach_ms_64th (bench/serve_section.sh)
+#   python    a Python allocation loop with and without Python frames: python_pair_ratio,
+#             python_frames_us_per_sample (bench/python_section.sh)
 # Output: a table on stdout, key=value lines in bench/results/latest.txt (BENCH_OUT=...);
 # n/a where something could not be measured, with the reason on a "# " line before it.
 # The machine is shared and noisy: every figure is a median of interleaved rounds (each round
@@ -41,7 +43,7 @@ REDIS_ROUNDS=${BENCH_REDIS_ROUNDS:-3}
 REDIS_REQUESTS=${BENCH_REDIS_REQUESTS:-50000}
 ITERS=${BENCH_ITERS:-20000}          # pairs per traced micro run (~13 us each under probes)
 ITERS_NONE=${BENCH_ITERS_NONE:-2000000}
-ONLY=${BENCH_ONLY:-micro,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view,serve,fleet}
+ONLY=${BENCH_ONLY:-micro,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view,serve,fleet,python}
 ATTACH_ROUNDS=${BENCH_ATTACH_ROUNDS:-7}
 OUT=${BENCH_OUT:-$TOP/bench/results/latest.txt}
 TMP=$(mktemp -d /tmp/memtraced-bench.XXXXXX)
@@ -732,6 +734,8 @@ want view && view_section
 . "$TOP/bench/serve_section.sh"
 want serve && serve_section
 want fleet && fleet_section
+. "$TOP/bench/python_section.sh"
+want python && python_section
 set_result bench_seconds $(($(date +%s) - START))
 
 # ---------------------------------------------------------------------------------------------

@@ -549,8 +549,10 @@ struct {
 struct record_scratch {
 	/* the record, its stack, its Python frames */
 	__u8 b[sizeof(struct mt_alloc_record) + MT_STACK_BYTES_MAX +
-	       MT_PY_MAX_FRAMES * sizeof(struct mt_py_frame)];
+	       MT_PY_MAX_FRAMES * sizeof(struct mt_py_frame) +
+	       MT_PY_MAX_NEW * sizeof(struct mt_py_code)];
 	struct mt_py_frame py[MT_PY_MAX_FRAMES]; /* the walk's, copied after the stack */
+	struct mt_py_code py_codes[MT_PY_MAX_NEW]; /* ... then these */
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY); /* per-CPU values are limited to 32 KiB: one per CPU */
@@ -634,17 +636,25 @@ static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cou
 	r->owner = owner;
 	if (copied > MT_STACK_BYTES_MAX)
 		copied = MT_STACK_BYTES_MAX;
-	__u16 py_status;
-	__u32 py_n = py_capture(owner, (__u32)id, sc->py, &py_status);
+	__u8 py_status;
+	__u32 py_codes;
+	__u32 py_n = py_capture(owner, (__u32)id, sc->py, sc->py_codes, &py_status, &py_codes);
 	if (py_n > MT_PY_MAX_FRAMES)
 		py_n = MT_PY_MAX_FRAMES;
+	if (py_codes > MT_PY_MAX_NEW)
+		py_codes = MT_PY_MAX_NEW;
 	__u32 reserved = (copied + 7) & ~7u; /* the Python frames aligned */
 	if (reserved > MT_STACK_BYTES_MAX)
 		reserved = MT_STACK_BYTES_MAX;
 	if (py_n && bpf_probe_read_kernel(stack + reserved, py_n * sizeof(struct mt_py_frame), sc->py))
 		py_n = 0;
+	if (!py_n ||
+	    (py_codes && bpf_probe_read_kernel(stack + reserved + py_n * sizeof(struct mt_py_frame),
+					       py_codes * sizeof(struct mt_py_code), sc->py_codes)))
+		py_codes = 0;
 	r->py_frames = (__u16)py_n;
 	r->py_status = py_status;
+	r->py_codes = (__u8)py_codes;
 	r->stack_len = copied;
 	r->stack_reserved = reserved;
 	if (kind == KIND_PROBE && copied >= 8) {
@@ -657,7 +667,7 @@ static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cou
 		__sync_fetch_and_add(&c->drop_stack_copy, 1);
 	__u64 pending = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
 	__u64 size = sizeof(*r) + (reserved & (2 * MT_STACK_BYTES_MAX - 1)) +
-		     py_n * sizeof(struct mt_py_frame);
+		     py_n * sizeof(struct mt_py_frame) + py_codes * sizeof(struct mt_py_code);
 	if (size > sizeof(sc->b))
 		size = sizeof(sc->b);
 	if (bpf_ringbuf_output(&events, sc->b, size,

@@ -95,19 +95,108 @@ static __always_inline __u64 py_thread_state(const struct mt_py_layout *L, __u32
 	return f.found;
 }
 
+/* The code objects whose names a record of their process carried already (struct
+ * mt_py_code): later records carry only their addresses. */
+struct py_seen_key {
+	__u64 code, ident;
+	__u32 owner, pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct py_seen_key);
+	__type(value, __u32);
+} py_seen SEC(".maps");
+
 struct py_walk {
 	struct mt_py_frame *out;  /* MT_PY_MAX_FRAMES of them */
+	struct mt_py_code *codes; /* MT_PY_MAX_NEW of them */
+	const struct mt_py_layout *L;
 	__u64 frame;
-	__u32 n;
+	__u32 n, ncodes, owner;
 	__u16 off_prev, off_code, off_instr, off_owner, off_entry, cstack, off_ident;
 	int status;
 };
 
+/* A compact ASCII str into dst (at most cap bytes): its length, or MT_PY_NOT_ASCII. */
+static __always_inline __u16 py_copy_str(char *dst, __u32 cap, __u64 str,
+					 const struct mt_py_layout *L)
+{
+	__u32 state = 0;
+	__s64 len = 0;
+	if (!str || bpf_probe_read_user(&state, sizeof(state), (void *)(str + L->uni_state)) ||
+	    bpf_probe_read_user(&len, sizeof(len), (void *)(str + L->uni_length)) ||
+	    !(state >> 5 & 1) || !(state >> 6 & 1) || len < 0)
+		return MT_PY_NOT_ASCII;
+	__u32 n = len > cap ? cap : (__u32)len;
+	if (n > MT_PY_FILE_BYTES)
+		n = MT_PY_FILE_BYTES;
+	if (n > cap)
+		return MT_PY_NOT_ASCII;
+	if (bpf_probe_read_user(dst, n, (void *)(str + L->uni_ascii_size)))
+		return MT_PY_NOT_ASCII;
+	return (__u16)n;
+}
+
+/* The names of a code object this process's records have not carried yet, into the next of
+ * w->codes: true when it was copied. */
+static __always_inline bool py_new_code(struct py_walk *w, __u64 code, __u64 ident)
+{
+	__u32 i = w->ncodes;
+	if (i >= MT_PY_MAX_NEW || !ident)
+		return false;
+	struct py_seen_key k = {.code = code, .ident = ident, .owner = w->owner};
+	if (bpf_map_lookup_elem(&py_seen, &k))
+		return false;
+	const struct mt_py_layout *L = w->L;
+	struct mt_py_code *c = &w->codes[i];
+	__u64 file = 0, table = 0;
+	__s64 size = 0;
+	c->code = code;
+	c->ident = ident;
+	c->firstlineno = 0;
+	bpf_probe_read_user(&c->firstlineno, sizeof(c->firstlineno),
+			    (void *)(code + L->code_firstlineno));
+	py_read_u64(&file, code + L->code_filename);
+	py_read_u64(&table, code + L->code_linetable);
+	c->qualname_len = py_copy_str(c->qualname, MT_PY_NAME_BYTES, ident, L);
+	c->filename_len = py_copy_str(c->filename, MT_PY_FILE_BYTES, file, L);
+	if (c->qualname_len == MT_PY_NOT_ASCII || c->filename_len == MT_PY_NOT_ASCII)
+		return false; /* named from the process's memory, as any other */
+	if (!table || bpf_probe_read_user(&size, sizeof(size), (void *)(table + L->bytes_size)) ||
+	    size < 0)
+		size = 0;
+	__u32 n = size > MT_PY_TABLE_BYTES ? MT_PY_TABLE_BYTES : (__u32)size;
+	if (n > MT_PY_TABLE_BYTES)
+		n = MT_PY_TABLE_BYTES;
+	if (n && bpf_probe_read_user(c->table, n, (void *)(table + L->bytes_sval)))
+		n = 0;
+	c->table_size = size > 0xffffffffll ? 0xffffffffu : (__u32)size;
+	c->table_len = (__u16)n;
+	c->pad = 0;
+	__u32 one = 1;
+	bpf_map_update_elem(&py_seen, &k, &one, BPF_ANY);
+	w->ncodes = i + 1;
+	return true;
+}
+
+/* One frame into slot i (the loop's index: slots are indexed by it, not by a count of the
+ * frames kept, which the verifier would track exactly and explore once per value). A frame
+ * that is not one of the program's (no code, the eval loop's entry shim) leaves its slot as a
+ * placeholder, code 0: userspace skips them, and the ENTRY flag of a shim's placeholder
+ * belongs to the frame before it. */
 static long py_walk_step(__u32 i, void *data)
 {
 	struct py_walk *w = data;
 	if (!w->frame)
 		return 1;
+	__u64 idx = i;
+	asm volatile("" : "+r"(idx)); /* checked and used in one register */
+	if (idx >= MT_PY_MAX_FRAMES) {
+		w->status = MT_PY_CUT;
+		return 1;
+	}
 	__u64 frame = w->frame, code, instr;
 	__u8 owner = 0, entry = 0;
 	if (py_read_u64(&code, frame + w->off_code) || py_read_u64(&instr, frame + w->off_instr) ||
@@ -118,34 +207,35 @@ static long py_walk_step(__u32 i, void *data)
 		w->status = MT_PY_READ_FAILED;
 		return 1;
 	}
-	__u32 n = w->n;
+	struct mt_py_frame *f = &w->out[idx];
+	w->n = i + 1;
+	f->code = 0;
+	f->ident = 0;
+	f->instr = 0;
+	f->flags = 0;
 	if (w->cstack != MT_PY_NONE && owner == w->cstack) {
 		/* the eval loop's entry shim (3.12+): the frame before it began its activation */
-		if (n > 0 && n <= MT_PY_MAX_FRAMES)
-			w->out[n - 1].flags |= MT_PY_F_ENTRY;
+		f->flags = MT_PY_F_ENTRY;
 		return 0;
 	}
 	if (!code)
 		return 0;
-	if (n >= MT_PY_MAX_FRAMES) {
-		w->status = MT_PY_CUT;
-		return 1;
-	}
-	struct mt_py_frame *f = &w->out[n];
 	f->code = code;
 	if (py_read_u64(&f->ident, code + w->off_ident))
 		f->ident = 0;
 	f->instr = instr >= code && instr - code < 0xffffffffull ? (__u32)(instr - code) : 0xffffffffu;
 	f->flags = entry ? MT_PY_F_ENTRY : 0;
-	w->n = n + 1;
+	if (py_new_code(w, code, f->ident))
+		f->flags |= MT_PY_F_NEW;
 	return 0;
 }
 
-/* The Python frames of the calling thread into out (innermost first): their number, and
- * *status (enum mt_py_status). */
+/* The Python frames of the calling thread into out (innermost first): their number,
+ * *status (enum mt_py_status), and in codes the names of *ncodes code objects not shown yet. */
 static __always_inline __u32 py_capture(__u32 owner, __u32 tid, struct mt_py_frame *out,
-					__u16 *status)
+					struct mt_py_code *codes, __u8 *status, __u32 *ncodes)
 {
+	*ncodes = 0;
 	__u32 slot = MT_OWNER_SLOT(owner);
 	const struct mt_py_layout *L = bpf_map_lookup_elem(&py_layout, &slot);
 	*status = MT_PY_OFF;
@@ -164,7 +254,7 @@ static __always_inline __u32 py_capture(__u32 owner, __u32 tid, struct mt_py_fra
 		return 0;
 	}
 	struct py_walk w = {
-		.out = out, .frame = frame, .off_prev = L->frame_previous, .off_code = L->frame_code,
+		.out = out, .codes = codes, .L = L, .owner = owner, .frame = frame, .off_prev = L->frame_previous, .off_code = L->frame_code,
 		.off_instr = L->frame_instr, .off_owner = L->frame_owner,
 		.off_entry = L->frame_is_entry, .cstack = L->owner_cstack, .off_ident = L->code_ident,
 		.status = MT_PY_OK,
@@ -172,6 +262,7 @@ static __always_inline __u32 py_capture(__u32 owner, __u32 tid, struct mt_py_fra
 	bpf_loop(MT_PY_MAX_FRAMES + 32, py_walk_step, &w, 0); /* + room for entry shims */
 	if (w.status == MT_PY_OK && w.frame)
 		w.status = MT_PY_CUT;
-	*status = (__u16)w.status;
+	*status = (__u8)w.status;
+	*ncodes = w.ncodes <= MT_PY_MAX_NEW ? w.ncodes : MT_PY_MAX_NEW;
 	return w.n <= MT_PY_MAX_FRAMES ? w.n : MT_PY_MAX_FRAMES;
 }

@@ -76,7 +76,8 @@ struct mt_alloc_record {
 	__u64 regs[MT_NREGS];
 	__u32 owner;           /* the tracer's slot and generation (MT_MAX_SLOTS) */
 	__u16 py_frames;       /* struct mt_py_frame after the stack bytes (python_frames.h) */
-	__u16 py_status;       /* enum mt_py_status */
+	__u8 py_status;        /* enum mt_py_status */
+	__u8 py_codes;         /* struct mt_py_code after the frames */
 	__u32 stack_len;       /* valid bytes in stack[] */
 	__u32 stack_reserved;  /* bytes reserved for stack[] in this record; py_frames Python
 	                          frames follow them */

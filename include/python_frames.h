@@ -38,7 +38,31 @@ struct mt_py_layout {
 	__u16 frame_is_entry;       /* .is_entry (3.11; MT_PY_NONE after) */
 	__u16 owner_cstack;         /* owner value of the C stack's entry shims (3.12+; else NONE) */
 	__u16 code_ident;           /* PyCodeObject.co_qualname: copied with each frame */
-	__u16 pad[2];
+	__u16 code_filename, code_firstlineno, code_linetable; /* .co_filename, ... */
+	__u16 uni_state, uni_length, uni_ascii_size;  /* PyASCIIObject.state, .length, its size */
+	__u16 bytes_size, bytes_sval;                 /* PyBytesObject.ob_size, .ob_sval */
+	__u16 pad[3];
+};
+
+/* A code object the program's samples had not shown yet (per process): its names and line
+ * table, copied at the sample, so that it is named even when it is gone by the time the
+ * sample is handled (an imported module's code, a function of a program that ended). A
+ * record carries at most MT_PY_MAX_NEW of them, after its frames. */
+#define MT_PY_MAX_NEW 2
+#define MT_PY_NAME_BYTES 128
+#define MT_PY_FILE_BYTES 256
+#define MT_PY_TABLE_BYTES 512
+#define MT_PY_NOT_ASCII 0xffff     /* a *_len: not a compact ASCII str (not copied) */
+struct mt_py_code {
+	__u64 code, ident;
+	__s32 firstlineno;
+	__u16 qualname_len, filename_len; /* bytes copied, or MT_PY_NOT_ASCII */
+	__u32 table_size;                 /* co_linetable's size; table_len of it copied */
+	__u16 table_len;
+	__u16 pad;
+	char qualname[MT_PY_NAME_BYTES];  /* a longer one is cut */
+	char filename[MT_PY_FILE_BYTES];
+	__u8 table[MT_PY_TABLE_BYTES];    /* lines past a cut table are the first line */
 };
 
 /* One Python frame, innermost first. */
@@ -53,6 +77,8 @@ struct mt_py_frame {
 /* The frame is the first its C activation of the eval loop ran: frames past it belong to an
  * outer activation (or the eval loop was entered from C there). */
 #define MT_PY_F_ENTRY 1u
+/* Its code object's names came in this record (struct mt_py_code). */
+#define MT_PY_F_NEW 2u
 
 /* What the walk found (mt_alloc_record.py_status). */
 enum mt_py_status {

@@ -125,7 +125,12 @@ static size_t tail_of(struct pq_unwind *q, const uint8_t *stack, size_t stack_le
 		return stack_len;
 	q->py_n = py->n;
 	q->py_status = py->status;
-	return at + py->n * sizeof(struct mt_py_frame);
+	size_t len = at + py->n * sizeof(struct mt_py_frame);
+	if (py->codes && py->ncodes <= MT_PY_MAX_NEW && (const uint8_t *)py->codes == stack + len) {
+		q->py_codes = py->ncodes;
+		len += py->ncodes * sizeof(struct mt_py_code);
+	}
+	return len;
 }
 
 static void fill_request(struct pq_unwind *q, pid_t tid, const uint64_t regs[STACKS_NREGS],

@@ -32,6 +32,8 @@ void rstacks_set_final_maps(struct rstacks *r, const char *maps);
 struct rstacks_py {
 	const struct mt_py_frame *frames;
 	uint16_t n, status;
+	const struct mt_py_code *codes; /* right after the frames, or not sent */
+	uint16_t ncodes;
 };
 /* Sends the unwind of a sample ahead, keyed by key (the record): the rstacks_unwind_from
  * with the same key takes its result. false when it was not sent (no room now). */

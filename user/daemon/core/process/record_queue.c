@@ -114,7 +114,8 @@ int rq_push_alloc(struct record_queue *q, const struct tracer_alloc *a)
 	size_t stack_len = a->stack ? a->stack_len : 0;
 	size_t py_at = (stack_len + 7) & ~(size_t)7;
 	size_t py_len = a->py ? (size_t)a->py_n * sizeof(struct mt_py_frame) : 0;
-	size_t size = sizeof(struct rq_item) + py_at + py_len;
+	size_t codes_len = py_len && a->py_codes ? (size_t)a->py_ncodes * sizeof(struct mt_py_code) : 0;
+	size_t size = sizeof(struct rq_item) + py_at + py_len + codes_len;
 	struct rq_item *it = malloc(size);
 	if (!it) return -1;
 	it->is_free = false;
@@ -123,11 +124,14 @@ int rq_push_alloc(struct record_queue *q, const struct tracer_alloc *a)
 	else memset(it->regs, 0, sizeof it->regs);
 	if (stack_len) memcpy(it->stack, a->stack, stack_len);
 	if (py_len) memcpy(it->stack + py_at, a->py, py_len); /* a->py may be unaligned */
+	if (codes_len) memcpy(it->stack + py_at + py_len, a->py_codes, codes_len);
 	it->a.regs = it->regs;
 	it->a.stack = it->stack;
 	it->a.stack_len = stack_len;
 	it->a.py = py_len ? (const struct mt_py_frame *)(it->stack + py_at) : NULL;
 	it->a.py_n = py_len ? a->py_n : 0;
+	it->a.py_codes = codes_len ? (const struct mt_py_code *)(it->stack + py_at + py_len) : NULL;
+	it->a.py_ncodes = codes_len ? a->py_ncodes : 0;
 	return push(q, it, size);
 }
 

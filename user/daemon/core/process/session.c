@@ -70,7 +70,9 @@ static int queue_alloc(void *ctx, const struct tracer_alloc *a)
 	 * mappings read then would mislead the unwinder. The intake thread prepares it. */
 	if (a->pid == (uint32_t)s->pid && a->origin != TRACER_FROM_MAPPING)
 		atomic_store(&s->record_seen, true);
-	return rq_push_alloc(s->queue, a);
+	int rc = rq_push_alloc(s->queue, a);
+	if (rc == 0) atomic_fetch_add(&s->allocs_queued, 1);
+	return rc;
 }
 
 static int queue_free(void *ctx, const struct tracer_free *f)
@@ -163,6 +165,11 @@ void session_target_exiting(struct session *s, int timeout_ms)
 	while (!s->intake_over && s->drain_done < req &&
 	       pthread_cond_timedwait(&s->drain_cond, &s->drain_lock, &until) == 0) {}
 	pthread_mutex_unlock(&s->drain_lock);
+	/* Python frames are named from the process's memory, which goes with it: the samples
+	 * queued are handled first (a few seconds at most) */
+	for (int i = 0; i < PY_EXIT_WAIT_MS / 2 && atomic_load(&s->py_active) && !s->failed &&
+			atomic_load(&s->allocs_handled) < atomic_load(&s->allocs_queued); i++)
+		usleep(2000);
 }
 
 /* Session thread: handle the queued records. */
@@ -198,8 +205,12 @@ static void handle_items(struct session *s, struct rq_item *list)
 	struct rq_item *ahead = list;
 	for (struct rq_item *it = list; it; it = it->next) {
 		session_unwind_ahead(s, &ahead);
-		if (it->is_free) session_on_free(s, &it->f);
-		else session_on_alloc(s, &it->a);
+		if (it->is_free) {
+			session_on_free(s, &it->f);
+		} else {
+			session_on_alloc(s, &it->a);
+			atomic_fetch_add(&s->allocs_handled, 1);
+		}
 		if (ahead == it) ahead = it->next;
 	}
 	if (s->stacks) rstacks_drop_ahead(s->stacks);

@@ -25,6 +25,7 @@
 #define FINAL_DRAIN_ROUNDS 1000 /* bound on the final drain, in case records keep coming */
 #define INTAKE_POLL_MS 20
 #define RECONCILE_NS 1000000000ULL
+#define PY_EXIT_WAIT_MS 5000  /* a Python process held at its exit while its samples are named */
 #define QUEUE_MAX_BYTES (96u << 20) /* as much as a 32 MiB ring (rate 1) and the 64 MiB queue
                                        that its reader waited on before it served every process */
 
@@ -84,6 +85,9 @@ struct session {
 	char stacks_error[256]; /* why the unwinder could not be prepared (lazily, spawn mode) */
 	bool py_started;        /* the unwinder said whether it runs CPython (session_python_start) */
 	struct py_found py;
+	atomic_bool py_active;  /* its samples carry Python frames: named from its memory, so its
+	                           exit hold waits until they are (session_target_exiting) */
+	atomic_uint_least64_t allocs_queued, allocs_handled;
 	uint64_t codes[MAX_CODES];
 	uint64_t bt[MAX_CODES];
 	/* anonymous mappings (session_records.c) */

@@ -175,11 +175,13 @@ void session_python_start(struct session *s)
 		s->py.usable = false;
 		snprintf(s->py.note, sizeof s->py.note, "the BPF program's layout map could not be set");
 	}
+	atomic_store(&s->py_active, s->py.usable);
 }
 
 static struct rstacks_py py_of(const struct tracer_alloc *a)
 {
-	return (struct rstacks_py){.frames = a->py, .n = a->py ? a->py_n : 0, .status = a->py_status};
+	return (struct rstacks_py){.frames = a->py, .n = a->py ? a->py_n : 0, .status = a->py_status,
+				   .codes = a->py_codes, .ncodes = a->py_codes ? a->py_ncodes : 0};
 }
 
 void session_unwind_ahead(struct session *s, struct rq_item **next)

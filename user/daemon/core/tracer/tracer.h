@@ -59,6 +59,9 @@ struct tracer_alloc {        /* one sampled allocation */
 	const struct mt_py_frame *py; /* the thread's Python frames, innermost first
 	                                 (include/python_frames.h), py_n of them */
 	uint16_t py_n, py_status;     /* enum mt_py_status */
+	const struct mt_py_code *py_codes; /* names of code objects not shown before, right
+	                                      after the frames */
+	uint16_t py_ncodes;
 	enum tracer_origin {
 		TRACER_FROM_PROBE,   /* an allocator's probe: regs as at its entry */
 		TRACER_FROM_SAMPLER, /* an in-process sampler's probe: regs and stack at the probe

@@ -42,6 +42,9 @@ static void deliver_alloc(struct tracer *t, const struct mt_alloc_record *r,
 		.fn = (enum alloc_fn)r->fn, .origin = origin,
 		.py = (const struct mt_py_frame *)(r->stack + r->stack_reserved),
 		.py_n = r->py_frames, .py_status = r->py_status,
+		.py_codes = (const struct mt_py_code *)(r->stack + r->stack_reserved +
+							(size_t)r->py_frames * sizeof(struct mt_py_frame)),
+		.py_ncodes = r->py_codes,
 	};
 	if (t->cb->alloc(t->cb_ctx, &a) < 0) { /* not kept: as if the ring had had no room */
 		if (sampled) seq_table_remove(&t->visible, r->seq, NULL);
@@ -82,8 +85,9 @@ int intake_record(void *ctx, void *data, size_t len)
 		const struct mt_alloc_record *r = data;
 		if (len < sizeof(*r) || r->stack_len > r->stack_reserved ||
 		    r->stack_reserved > len - sizeof(*r) || !r->seq || r->fn >= AF_COUNT ||
-		    r->py_frames > MT_PY_MAX_FRAMES ||
-		    (size_t)r->py_frames * sizeof(struct mt_py_frame) > len - sizeof(*r) - r->stack_reserved) {
+		    r->py_frames > MT_PY_MAX_FRAMES || r->py_codes > MT_PY_MAX_NEW ||
+		    (size_t)r->py_frames * sizeof(struct mt_py_frame) +
+		    (size_t)r->py_codes * sizeof(struct mt_py_code) > len - sizeof(*r) - r->stack_reserved) {
 			count(&t->bad_records, 1);
 			return 0;
 		}

@@ -102,7 +102,7 @@ enum {
 	DO_WORDS = 73,
 };
 
-static bool fits(uint64_t v) { return v < 4096; }
+static bool fits(uint64_t v) { return v < MT_PY_NONE; } /* they are 16-bit in the BPF layout */
 
 static bool debug_offsets(struct pyproc *p, uint64_t runtime, struct mt_py_layout *L,
 			  struct py_objlayout *o, char *note, size_t notelen)
@@ -328,6 +328,14 @@ struct pyproc *pyproc_open(pid_t pid, int mem_fd, struct py_found *found)
 	}
 	L->version = v;
 	L->runtime = runtime;
+	L->code_filename = p->o.code_filename; /* for the names of new code objects */
+	L->code_firstlineno = p->o.code_firstlineno;
+	L->code_linetable = p->o.code_linetable;
+	L->uni_state = p->o.uni_state;
+	L->uni_length = p->o.uni_length;
+	L->uni_ascii_size = p->o.uni_ascii_size;
+	L->bytes_size = p->o.bytes_size;
+	L->bytes_sval = p->o.bytes_sval;
 	if (!layout_fits(p, runtime, L, found->note, sizeof found->note)) goto fail;
 	found->usable = true;
 	p->version = v;

@@ -208,33 +208,95 @@ static void grow(struct pyproc *p)
 	free(old);
 }
 
-static struct pycode *code_of(struct pyproc *p, const struct mt_py_frame *f)
+static void insert(struct pyproc *p, struct pycode *c)
 {
-	struct pycode **slot = &p->buckets[bucket_of(p, f->code)];
-	for (struct pycode **pc = slot; *pc; pc = &(*pc)->next) {
+	if (p->ncodes >= 2 * p->nbuckets) grow(p);
+	struct pycode **slot = &p->buckets[bucket_of(p, c->code)];
+	c->next = *slot;
+	*slot = c;
+	p->ncodes++;
+}
+
+/* The entry of (code, ident); with ident 0, any of code. An entry of code with another
+ * ident is dropped (another object lives there now). */
+static struct pycode *lookup(struct pyproc *p, uint64_t code, uint64_t ident)
+{
+	for (struct pycode **pc = &p->buckets[bucket_of(p, code)]; *pc; pc = &(*pc)->next) {
 		struct pycode *c = *pc;
-		if (c->code != f->code) continue;
-		if (!f->ident || c->ident == f->ident) return c;
-		*pc = c->next; /* another object lives there now */
+		if (c->code != code) continue;
+		if (!ident || c->ident == ident) return c;
+		*pc = c->next;
 		code_free(c);
 		p->ncodes--;
 		break;
 	}
-	if (p->ncodes >= MAX_CODES) return NULL;
-	struct pycode *c = read_code(p, f);
-	if (!c) return NULL;
-	if (p->ncodes >= 2 * p->nbuckets) grow(p);
-	slot = &p->buckets[bucket_of(p, f->code)];
-	c->next = *slot;
-	*slot = c;
-	p->ncodes++;
+	return NULL;
+}
+
+static char *copy_name(const char *s, uint16_t len, size_t cap)
+{
+	if (len == MT_PY_NOT_ASCII || len > cap) return NULL;
+	char *out = malloc((size_t)len + 1);
+	if (!out) return NULL;
+	for (uint16_t i = 0; i < len; i++)
+		out[i] = s[i] && (unsigned char)s[i] < 0x80 ? s[i] : '?';
+	out[len] = '\0';
+	return out;
+}
+
+void pyproc_learn(struct pyproc *p, const struct mt_py_code *k)
+{
+	if (!k->code || !k->ident || lookup(p, k->code, k->ident) || p->ncodes >= MAX_CODES) return;
+	struct pycode *c = calloc(1, sizeof *c);
+	if (!c) return;
+	c->code = k->code;
+	c->ident = k->ident;
+	c->firstlineno = k->firstlineno;
+	c->qualname = copy_name(k->qualname, k->qualname_len, MT_PY_NAME_BYTES);
+	c->filename = copy_name(k->filename, k->filename_len, MT_PY_FILE_BYTES);
+	uint32_t n = k->table_len <= MT_PY_TABLE_BYTES ? k->table_len : 0;
+	c->table = malloc(n + 1);
+	if (!c->qualname || !c->filename || !c->table) {
+		code_free(c);
+		return;
+	}
+	memcpy(c->table, k->table, n);
+	c->table_len = n;
+	c->table_cut = k->table_size > n;
+	c->hash = hash_str(hash_str(0xcbf29ce484222325ull, c->filename) * 31, c->qualname);
+	insert(p, c);
+}
+
+static struct pycode *code_of(struct pyproc *p, const struct mt_py_frame *f)
+{
+	struct pycode *c = lookup(p, f->code, f->ident);
+	if (c || p->ncodes >= MAX_CODES) return c;
+	c = read_code(p, f);
+	if (c) insert(p, c);
 	return c;
+}
+
+/* A sample's copy of the line table was cut: the whole one from the process, once (while
+ * the code object is the same). */
+static void whole_table(struct pyproc *p, struct pycode *c, const struct mt_py_frame *f)
+{
+	c->table_cut = false;
+	struct pycode *now = read_code(p, f);
+	if (!now) return;
+	if (now->table && now->table_len > c->table_len) {
+		free(c->table);
+		c->table = now->table;
+		c->table_len = now->table_len;
+		now->table = NULL;
+	}
+	code_free(now);
 }
 
 int pyproc_locate(struct pyproc *p, const struct mt_py_frame *f, struct py_location *out)
 {
 	struct pycode *c = p ? code_of(p, f) : NULL;
 	if (!c) return -1;
+	if (c->table_cut) whole_table(p, c, f);
 	int line = c->firstlineno;
 	if (f->instr != UINT32_MAX && f->instr >= p->o.code_adaptive && c->table)
 		line = py_addr_to_line(c->table, c->table_len, c->firstlineno,

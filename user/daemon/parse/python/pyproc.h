@@ -38,6 +38,10 @@ struct py_location {
  * f->ident no longer matches) or cannot be read. */
 int pyproc_locate(struct pyproc *p, const struct mt_py_frame *f, struct py_location *out);
 
+/* The names of a code object, as the BPF program copied them from a sample (kept unless
+ * known already). */
+void pyproc_learn(struct pyproc *p, const struct mt_py_code *c);
+
 /* For tests: the line of the instruction at byte offset addr of a code object whose location
  * table is table (3.11+'s format), first line firstlineno. */
 int py_addr_to_line(const uint8_t *table, size_t len, int firstlineno, int addr);

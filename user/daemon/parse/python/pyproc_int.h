@@ -18,6 +18,7 @@ struct pycode {                /* a code object's names, read once */
 	int firstlineno;
 	uint8_t *table;            /* co_linetable */
 	uint32_t table_len;
+	bool table_cut;            /* a copy cut short (a sample's): read whole when needed */
 	uint64_t hash;
 };
 

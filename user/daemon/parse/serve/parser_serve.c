@@ -182,10 +182,15 @@ static void reply_unwind(struct chan *c, const struct shm_msg *m)
 		syscall(SYS_socket, AF_INET, SOCK_STREAM, 0); /* forbidden: the filter kills us */
 	static _Thread_local uint64_t codes[4096];
 	static _Thread_local struct mt_py_frame py[MT_PY_MAX_FRAMES];
+	static _Thread_local struct mt_py_code pycodes[MT_PY_MAX_NEW];
 	size_t py_at = sizeof *q + (((size_t)q->stack_len + 7) & ~(size_t)7);
-	if (q->py_n > MT_PY_MAX_FRAMES || (q->py_n && py_at + q->py_n * sizeof *py > m->len)) _exit(3);
+	size_t codes_at = py_at + q->py_n * sizeof *py;
+	if (q->py_n > MT_PY_MAX_FRAMES || q->py_codes > MT_PY_MAX_NEW ||
+	    (q->py_n && codes_at + q->py_codes * sizeof *pycodes > m->len)) _exit(3);
 	memcpy(py, (const uint8_t *)q + py_at, q->py_n * sizeof *py);
-	if (c->st) stacks_python_sample(c->st, py, q->py_n, q->py_status);
+	uint16_t ncodes = q->py_n ? q->py_codes : 0;
+	memcpy(pycodes, (const uint8_t *)q + codes_at, ncodes * sizeof *pycodes);
+	if (c->st) stacks_python_sample(c->st, py, q->py_n, q->py_status, pycodes, ncodes);
 	int n = c->st ? stacks_unwind_from(c->st, q->tid, q->regs, (const uint8_t *)(q + 1), q->stack_len,
 					   (enum stacks_start)q->start, codes, q->max_codes) : 0;
 	if (n < 0) n = 0;

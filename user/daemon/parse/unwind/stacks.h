@@ -82,8 +82,10 @@ void stacks_set_python(struct stacks *s, struct pyproc *py, enum py_mode mode);
  * was found, and why it cannot be used when it cannot. */
 void stacks_find_python(struct stacks *s, enum py_mode mode, struct py_found *found);
 /* The Python frames of the next sample stacks_unwind_from unwinds (frames lives until then):
- * its eval-loop activations are replaced by them. */
-void stacks_python_sample(struct stacks *s, const struct mt_py_frame *frames, int n, int status);
+ * its eval-loop activations are replaced by them; codes: the names of ncodes code objects
+ * its process's samples had not shown before. */
+void stacks_python_sample(struct stacks *s, const struct mt_py_frame *frames, int n, int status,
+			  const struct mt_py_code *codes, int ncodes);
 
 /* Caps on the work one target's files can cause, the defaults in parentheses. Past the debug
  * info cap an object's frames are named from its symbols; past the symbol, time or code cap,

@@ -93,6 +93,7 @@ struct stacks {
 	struct pyproc *py;        /* its interpreter, when it runs CPython 3.11+ */
 	enum py_mode py_mode;
 	const struct mt_py_frame *py_frames; /* the sample being unwound's, innermost first */
+	struct mt_py_frame py_buf[MT_PY_MAX_FRAMES]; /* ... without the BPF walk's placeholders */
 	int py_n, py_status, py_next;
 	struct u64map py_codes;   /* (file, qualname, line) -> code */
 };

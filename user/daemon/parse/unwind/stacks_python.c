@@ -26,10 +26,20 @@ void stacks_find_python(struct stacks *s, enum py_mode mode, struct py_found *fo
 	stacks_set_python(s, pyproc_open(s->pid, s->mem_fd, found), mode);
 }
 
-void stacks_python_sample(struct stacks *s, const struct mt_py_frame *frames, int n, int status)
+void stacks_python_sample(struct stacks *s, const struct mt_py_frame *frames, int n, int status,
+			  const struct mt_py_code *codes, int ncodes)
 {
-	s->py_frames = n > 0 ? frames : NULL;
-	s->py_n = n > 0 ? n : 0;
+	for (int i = 0; s->py && i < ncodes; i++)
+		pyproc_learn(s->py, &codes[i]);
+	/* placeholders (code 0) out; a placeholder's ENTRY flag (the eval loop's entry shim of
+	 * 3.12+) is the frame's before it */
+	int k = 0;
+	for (int i = 0; i < n && i < MT_PY_MAX_FRAMES; i++) {
+		if (frames[i].code) s->py_buf[k++] = frames[i];
+		else if (k && (frames[i].flags & MT_PY_F_ENTRY)) s->py_buf[k - 1].flags |= MT_PY_F_ENTRY;
+	}
+	s->py_frames = s->py_buf;
+	s->py_n = k;
 	s->py_status = status;
 	s->py_next = 0;
 	if (!s->py || s->py_mode == PY_MODE_NO) {

@@ -137,6 +137,7 @@ struct pq_unwind {
 	uint32_t stack_len;           /* the bytes follow the struct (at sizeof) */
 	uint16_t py_n, py_status;     /* Python frames (struct mt_py_frame) after the stack bytes,
 	                                 at sizeof + stack_len rounded up to 8; enum mt_py_status */
+	uint16_t py_codes;            /* then the names of so many code objects (mt_py_code) */
 };
 
 struct pr_loc {                       /* then filename_len + defname_len bytes, no NULs */

@@ -226,7 +226,7 @@ clean:
 DEPS_TRACER := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libcapstone-dev \
                zlib1g-dev pkg-config binutils libiberty-dev libc6-dbg libseccomp-dev \
                libdebuginfod-dev libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler
-DEPS_TEST   := g++ procps python3 debuginfod gdb cargo rustc libclang-rt-14-dev chromium \
+DEPS_TEST   := g++ procps python3 python3.11 debuginfod gdb cargo rustc libclang-rt-14-dev chromium \
                golang-go nodejs tmux libjemalloc2 libjemalloc-dev libtcmalloc-minimal4 \
                libmimalloc2.0 python3-prometheus-client util-linux curl prometheus systemd
 DEPS_BENCH  := bpfcc-tools python3-bpfcc linux-headers-amd64 heaptrack redis-server redis-tools \

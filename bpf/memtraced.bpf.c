@@ -551,8 +551,7 @@ struct record_scratch {
 	__u8 b[sizeof(struct mt_alloc_record) + MT_STACK_BYTES_MAX +
 	       MT_PY_MAX_FRAMES * sizeof(struct mt_py_frame) +
 	       MT_PY_MAX_NEW * sizeof(struct mt_py_code)];
-	struct mt_py_frame py[MT_PY_MAX_FRAMES]; /* the walk's, copied after the stack */
-	struct mt_py_code py_codes[MT_PY_MAX_NEW]; /* ... then these */
+	struct py_state py; /* the walk's frames and new code objects, copied after the stack */
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY); /* per-CPU values are limited to 32 KiB: one per CPU */
@@ -638,7 +637,7 @@ static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cou
 		copied = MT_STACK_BYTES_MAX;
 	__u8 py_status;
 	__u32 py_codes;
-	__u32 py_n = py_capture(owner, (__u32)id, sc->py, sc->py_codes, &py_status, &py_codes);
+	__u32 py_n = py_capture(owner, (__u32)id, &sc->py, &py_status, &py_codes);
 	if (py_n > MT_PY_MAX_FRAMES)
 		py_n = MT_PY_MAX_FRAMES;
 	if (py_codes > MT_PY_MAX_NEW)
@@ -646,11 +645,11 @@ static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cou
 	__u32 reserved = (copied + 7) & ~7u; /* the Python frames aligned */
 	if (reserved > MT_STACK_BYTES_MAX)
 		reserved = MT_STACK_BYTES_MAX;
-	if (py_n && bpf_probe_read_kernel(stack + reserved, py_n * sizeof(struct mt_py_frame), sc->py))
+	if (py_n && bpf_probe_read_kernel(stack + reserved, py_n * sizeof(struct mt_py_frame), sc->py.out))
 		py_n = 0;
 	if (!py_n ||
 	    (py_codes && bpf_probe_read_kernel(stack + reserved + py_n * sizeof(struct mt_py_frame),
-					       py_codes * sizeof(struct mt_py_code), sc->py_codes)))
+					       py_codes * sizeof(struct mt_py_code), sc->py.codes)))
 		py_codes = 0;
 	r->py_frames = (__u16)py_n;
 	r->py_status = py_status;

@@ -35,65 +35,12 @@ static __always_inline int py_read_u64(__u64 *v, __u64 addr)
 
 struct py_find {
 	__u64 t;          /* the thread state being looked at */
-	__u64 found;
+	__u64 found;      /* the thread's state in use */
+	__u64 any;        /* the first of the thread's states (it has one per interpreter) */
 	__u32 tid;
-	__u16 off_tid, off_next;
+	__u16 off_tid, off_next, off_status;
 	int failed;
 };
-
-static long py_find_step(__u32 i, void *data)
-{
-	struct py_find *f = data;
-	if (!f->t)
-		return 1;
-	__u64 ntid;
-	if (py_read_u64(&ntid, f->t + f->off_tid)) {
-		f->failed = 1;
-		return 1;
-	}
-	if (ntid == f->tid) {
-		f->found = f->t;
-		return 1;
-	}
-	if (py_read_u64(&f->t, f->t + f->off_next)) {
-		f->failed = 1;
-		return 1;
-	}
-	return 0;
-}
-
-/* The thread state of tid: from the cache when its native thread id still says so, else
- * searched in every interpreter's thread list. 0 when there is none. */
-static __always_inline __u64 py_thread_state(const struct mt_py_layout *L, __u32 owner,
-					     __u32 tid, int *failed)
-{
-	struct py_tstate_hit *hit = bpf_map_lookup_elem(&py_tstates, &tid);
-	if (hit && hit->owner == owner) {
-		__u64 ntid;
-		if (!py_read_u64(&ntid, hit->tstate + L->tstate_native_tid) && ntid == tid)
-			return hit->tstate;
-	}
-	struct py_find f = {.tid = tid, .off_tid = L->tstate_native_tid, .off_next = L->tstate_next};
-	__u64 interp;
-	if (py_read_u64(&interp, L->runtime + L->runtime_interp_head)) {
-		*failed = 1;
-		return 0;
-	}
-	for (int i = 0; i < MT_PY_MAX_INTERPS && interp && !f.found && !f.failed; i++) {
-		if (py_read_u64(&f.t, interp + L->interp_threads_head) ||
-		    py_read_u64(&interp, interp + L->interp_next)) {
-			f.failed = 1;
-			break;
-		}
-		bpf_loop(MT_PY_MAX_THREADS, py_find_step, &f, 0);
-	}
-	*failed = f.failed;
-	if (f.found) {
-		struct py_tstate_hit h = {.tstate = f.found, .owner = owner};
-		bpf_map_update_elem(&py_tstates, &tid, &h, BPF_ANY);
-	}
-	return f.found;
-}
 
 /* The code objects whose names a record of their process carried already (struct
  * mt_py_code): later records carry only their addresses. */
@@ -109,15 +56,105 @@ struct {
 	__type(value, __u32);
 } py_seen SEC(".maps");
 
-struct py_walk {
-	struct mt_py_frame *out;  /* MT_PY_MAX_FRAMES of them */
-	struct mt_py_code *codes; /* MT_PY_MAX_NEW of them */
-	const struct mt_py_layout *L;
+struct py_walk {            /* no pointers: it lives in a map value */
 	__u64 frame;
 	__u32 n, ncodes, owner;
 	__u16 off_prev, off_code, off_instr, off_owner, off_entry, cstack, off_ident;
 	int status;
 };
+
+/* The loops' state lives in the record scratch (struct py_state): the BPF stack of a program
+ * and its loop callback together is 512 bytes. Their context is a pointer to it. */
+struct py_state {
+	struct mt_py_layout layout; /* a copy: the walk's callbacks cannot keep a map's pointer */
+	struct py_find find;
+	struct py_walk walk;
+	struct py_seen_key key;
+	struct mt_py_frame out[MT_PY_MAX_FRAMES];
+	struct mt_py_code codes[MT_PY_MAX_NEW];
+};
+
+static __always_inline struct py_find *find_of(void *data)
+{
+	return &(*(struct py_state **)data)->find;
+}
+
+static long py_find_step(__u32 i, void *data)
+{
+	struct py_find *f = find_of(data);
+	if (!f->t)
+		return 1;
+	__u64 ntid;
+	if (py_read_u64(&ntid, f->t + f->off_tid)) {
+		f->failed = 1;
+		return 1;
+	}
+	if (ntid == f->tid) {
+		__u32 status = 0;
+		if (f->off_status == MT_PY_NONE ||
+		    (!bpf_probe_read_user(&status, sizeof(status), (void *)(f->t + f->off_status)) &&
+		     (status & MT_PY_ACTIVE))) {
+			f->found = f->t;
+			return 1;
+		}
+		if (!f->any)
+			f->any = f->t;
+	}
+	if (py_read_u64(&f->t, f->t + f->off_next)) {
+		f->failed = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/* Is the cached thread state t still tid's, and the one in use? */
+static __always_inline bool py_tstate_current(const struct mt_py_layout *L, __u64 t, __u32 tid)
+{
+	__u64 ntid;
+	__u32 status = 0;
+	if (py_read_u64(&ntid, t + L->tstate_native_tid) || ntid != tid)
+		return false;
+	return L->tstate_status == MT_PY_NONE ||
+	       (!bpf_probe_read_user(&status, sizeof(status), (void *)(t + L->tstate_status)) &&
+		(status & MT_PY_ACTIVE));
+}
+
+/* The thread state of tid: from the cache when its native thread id still says so (and it is
+ * the one in use), else searched in every interpreter's thread list: the one in use, else the
+ * first (a thread that released the GIL has none in use). 0 when there is none. */
+static __always_inline __u64 py_thread_state(const struct mt_py_layout *L, __u32 owner,
+					     __u32 tid, struct py_state *st, int *failed)
+{
+	struct py_tstate_hit *hit = bpf_map_lookup_elem(&py_tstates, &tid);
+	if (hit && hit->owner == owner && py_tstate_current(L, hit->tstate, tid))
+		return hit->tstate;
+	struct py_find *f = &st->find;
+	f->t = f->found = f->any = 0;
+	f->tid = tid;
+	f->off_tid = L->tstate_native_tid;
+	f->off_next = L->tstate_next;
+	f->off_status = L->tstate_status;
+	f->failed = 0;
+	__u64 interp;
+	if (py_read_u64(&interp, L->runtime + L->runtime_interp_head)) {
+		*failed = 1;
+		return 0;
+	}
+	for (int i = 0; i < MT_PY_MAX_INTERPS && interp && !f->found && !f->failed; i++) {
+		if (py_read_u64(&f->t, interp + L->interp_threads_head) ||
+		    py_read_u64(&interp, interp + L->interp_next)) {
+			f->failed = 1;
+			break;
+		}
+		bpf_loop(MT_PY_MAX_THREADS, py_find_step, &st, 0);
+	}
+	*failed = f->failed;
+	if (f->found) {
+		struct py_tstate_hit h = {.tstate = f->found, .owner = owner};
+		bpf_map_update_elem(&py_tstates, &tid, &h, BPF_ANY);
+	}
+	return f->found ? f->found : f->any;
+}
 
 /* A compact ASCII str into dst (at most cap bytes): its length, or MT_PY_NOT_ASCII. */
 static __always_inline __u16 py_copy_str(char *dst, __u32 cap, __u64 str,
@@ -140,17 +177,22 @@ static __always_inline __u16 py_copy_str(char *dst, __u32 cap, __u64 str,
 }
 
 /* The names of a code object this process's records have not carried yet, into the next of
- * w->codes: true when it was copied. */
-static __always_inline bool py_new_code(struct py_walk *w, __u64 code, __u64 ident)
+ * st->codes: true when it was copied. */
+static __always_inline bool py_new_code(struct py_state *st, __u64 code, __u64 ident)
 {
+	struct py_walk *w = &st->walk;
+	struct py_seen_key *k = &st->key;
 	__u32 i = w->ncodes;
 	if (i >= MT_PY_MAX_NEW || !ident)
 		return false;
-	struct py_seen_key k = {.code = code, .ident = ident, .owner = w->owner};
-	if (bpf_map_lookup_elem(&py_seen, &k))
+	k->code = code;
+	k->ident = ident;
+	k->owner = w->owner;
+	k->pad = 0;
+	if (bpf_map_lookup_elem(&py_seen, k))
 		return false;
-	const struct mt_py_layout *L = w->L;
-	struct mt_py_code *c = &w->codes[i];
+	const struct mt_py_layout *L = &st->layout;
+	struct mt_py_code *c = &st->codes[i];
 	__u64 file = 0, table = 0;
 	__s64 size = 0;
 	c->code = code;
@@ -176,7 +218,7 @@ static __always_inline bool py_new_code(struct py_walk *w, __u64 code, __u64 ide
 	c->table_len = (__u16)n;
 	c->pad = 0;
 	__u32 one = 1;
-	bpf_map_update_elem(&py_seen, &k, &one, BPF_ANY);
+	bpf_map_update_elem(&py_seen, k, &one, BPF_ANY);
 	w->ncodes = i + 1;
 	return true;
 }
@@ -188,7 +230,8 @@ static __always_inline bool py_new_code(struct py_walk *w, __u64 code, __u64 ide
  * belongs to the frame before it. */
 static long py_walk_step(__u32 i, void *data)
 {
-	struct py_walk *w = data;
+	struct py_state *st = *(struct py_state **)data;
+	struct py_walk *w = &st->walk;
 	if (!w->frame)
 		return 1;
 	__u64 idx = i;
@@ -207,7 +250,7 @@ static long py_walk_step(__u32 i, void *data)
 		w->status = MT_PY_READ_FAILED;
 		return 1;
 	}
-	struct mt_py_frame *f = &w->out[idx];
+	struct mt_py_frame *f = &st->out[idx];
 	w->n = i + 1;
 	f->code = 0;
 	f->ident = 0;
@@ -225,15 +268,16 @@ static long py_walk_step(__u32 i, void *data)
 		f->ident = 0;
 	f->instr = instr >= code && instr - code < 0xffffffffull ? (__u32)(instr - code) : 0xffffffffu;
 	f->flags = entry ? MT_PY_F_ENTRY : 0;
-	if (py_new_code(w, code, f->ident))
+	if (py_new_code(st, code, f->ident))
 		f->flags |= MT_PY_F_NEW;
 	return 0;
 }
 
-/* The Python frames of the calling thread into out (innermost first): their number,
- * *status (enum mt_py_status), and in codes the names of *ncodes code objects not shown yet. */
-static __always_inline __u32 py_capture(__u32 owner, __u32 tid, struct mt_py_frame *out,
-					struct mt_py_code *codes, __u8 *status, __u32 *ncodes)
+/* The Python frames of the calling thread into st->out (innermost first): their number,
+ * *status (enum mt_py_status), and in st->codes the names of *ncodes code objects not shown
+ * yet. */
+static __always_inline __u32 py_capture(__u32 owner, __u32 tid, struct py_state *st,
+					__u8 *status, __u32 *ncodes)
 {
 	*ncodes = 0;
 	__u32 slot = MT_OWNER_SLOT(owner);
@@ -242,7 +286,7 @@ static __always_inline __u32 py_capture(__u32 owner, __u32 tid, struct mt_py_fra
 	if (!L || !L->owner || L->owner != owner)
 		return 0;
 	int failed = 0;
-	__u64 ts = py_thread_state(L, owner, tid, &failed);
+	__u64 ts = py_thread_state(L, owner, tid, st, &failed);
 	if (!ts) {
 		*status = failed ? MT_PY_READ_FAILED : MT_PY_NO_THREAD;
 		return 0;
@@ -253,16 +297,23 @@ static __always_inline __u32 py_capture(__u32 owner, __u32 tid, struct mt_py_fra
 		*status = MT_PY_READ_FAILED;
 		return 0;
 	}
-	struct py_walk w = {
-		.out = out, .codes = codes, .L = L, .owner = owner, .frame = frame, .off_prev = L->frame_previous, .off_code = L->frame_code,
-		.off_instr = L->frame_instr, .off_owner = L->frame_owner,
-		.off_entry = L->frame_is_entry, .cstack = L->owner_cstack, .off_ident = L->code_ident,
-		.status = MT_PY_OK,
-	};
-	bpf_loop(MT_PY_MAX_FRAMES + 32, py_walk_step, &w, 0); /* + room for entry shims */
-	if (w.status == MT_PY_OK && w.frame)
-		w.status = MT_PY_CUT;
-	*status = (__u8)w.status;
-	*ncodes = w.ncodes <= MT_PY_MAX_NEW ? w.ncodes : MT_PY_MAX_NEW;
-	return w.n <= MT_PY_MAX_FRAMES ? w.n : MT_PY_MAX_FRAMES;
+	st->layout = *L;
+	struct py_walk *w = &st->walk;
+	w->owner = owner;
+	w->frame = frame;
+	w->n = w->ncodes = 0;
+	w->off_prev = L->frame_previous;
+	w->off_code = L->frame_code;
+	w->off_instr = L->frame_instr;
+	w->off_owner = L->frame_owner;
+	w->off_entry = L->frame_is_entry;
+	w->cstack = L->owner_cstack;
+	w->off_ident = L->code_ident;
+	w->status = MT_PY_OK;
+	bpf_loop(MT_PY_MAX_FRAMES + 32, py_walk_step, &st, 0); /* + room for entry shims */
+	if (w->status == MT_PY_OK && w->frame)
+		w->status = MT_PY_CUT;
+	*status = (__u8)w->status;
+	*ncodes = w->ncodes <= MT_PY_MAX_NEW ? w->ncodes : MT_PY_MAX_NEW;
+	return w->n <= MT_PY_MAX_FRAMES ? w->n : MT_PY_MAX_FRAMES;
 }

@@ -41,8 +41,13 @@ struct mt_py_layout {
 	__u16 code_filename, code_firstlineno, code_linetable; /* .co_filename, ... */
 	__u16 uni_state, uni_length, uni_ascii_size;  /* PyASCIIObject.state, .length, its size */
 	__u16 bytes_size, bytes_sval;                 /* PyBytesObject.ob_size, .ob_sval */
-	__u16 pad[3];
+	__u16 tstate_status;        /* PyThreadState._status (3.12+; else NONE): its bit
+	                               MT_PY_ACTIVE says the thread state is the one in use (a
+	                               thread has one per interpreter it has entered) */
+	__u16 pad[2];
 };
+
+#define MT_PY_ACTIVE 0x10u
 
 /* A code object the program's samples had not shown yet (per process): its names and line
  * table, copied at the sample, so that it is named even when it is gone by the time the

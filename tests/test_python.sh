@@ -84,6 +84,32 @@ for py in "${interpreters[@]}"; do
 	fi
 done
 
+# --inject: the in-process sampler's USDT probes carry the Python frames too
+# (-p on a program that waits: with -- CMD its first phase could end before the sampler is in)
+py=/usr/bin/python3.11
+mkfifo "$TMP/inj.in"
+"$py" "$PROG" three wait <"$TMP/inj.in" >"$TMP/inj.out" 2>&1 &
+prog=$!
+exec 7>"$TMP/inj.in"
+for _ in $(seq 100); do grep -q ready "$TMP/inj.out" && break; sleep 0.1; done
+timeout 300 "$MT" --inject=required --rate $RATE -p $prog -o "$TMP/inj.ctf" >/dev/null 2>"$TMP/inj.err" &
+mt=$!
+for _ in $(seq 300); do grep -q "tracing PID $prog" "$TMP/inj.err" && break; sleep 0.1; done
+echo go >&7
+exec 7>&-
+wait $prog
+wait $mt
+rc=$?
+"$DUMP" "$TMP/inj.ctf" >"$TMP/inj.dump" 2>&1
+checker "$TMP/inj.dump" $RATE "$PROG" three >"$TMP/inj.check"
+truth=$(awk '$1 == "truth" && $2 == "make_bytes" {print $3}' "$TMP/inj.out")
+read -r _ est whole _ < <(grep "^make_bytes " "$TMP/inj.check")
+if [ $rc = 0 ] && [ -n "$truth" ] && [ -n "$est" ] && awk -v t="$truth" -v e="$est" -v w="$whole" 'BEGIN {d = e - t; if (d < 0) d = -d; exit !(d <= 0.10 * t && w >= 0.95)}'; then
+	pass inject_python_frames
+else
+	fail inject_python_frames "exit $rc: estimated ${est:-none} of ${truth:-none}, whole ${whole:-0}: $(grep -o 'CPython[^;]*' "$TMP/inj.err") $(tail -c 300 "$TMP/inj.err")"
+fi
+
 # 8 threads, each allocating in its own function
 py=/usr/bin/python3.11
 timeout 300 "$MT" --rate 1e-3 -o "$TMP/th.ctf" -- "$py" "$PROG" threads 4000 >/dev/null 2>"$TMP/th.err" </dev/null
@@ -91,6 +117,18 @@ timeout 300 "$MT" --rate 1e-3 -o "$TMP/th.ctf" -- "$py" "$PROG" threads 4000 >/d
 read -r _ n bad < <(checker "$TMP/th.dump" 1e-3 "$PROG" threads)
 if [ "${n:-0}" -ge 100 ] && [ "${bad:-1}" = 0 ]; then pass threads_innermost_frame_is_their_function
 else fail threads_innermost_frame_is_their_function "$bad of $n samples: $(tail -c 300 "$TMP/th.err")"; fi
+
+# a subinterpreter (3.12+, run in the main thread): its frames, not the main interpreter's
+py12=$(ls "$pyenv_root"/versions/3.12.*/bin/python3.12 2>/dev/null | head -1)
+if [ -n "$py12" ]; then
+	timeout 300 "$MT" --rate 1e-3 -o "$TMP/sub.ctf" -- "$py12" "$PROG" subinterp 20000 >/dev/null 2>"$TMP/sub.err" </dev/null
+	"$DUMP" "$TMP/sub.ctf" >"$TMP/sub.dump" 2>&1
+	read -r _ n bad < <(checker "$TMP/sub.dump" 1e-3 "$PROG" subinterp)
+	if [ "${n:-0}" -ge 100 ] && [ "${bad:-1}" = 0 ]; then pass subinterpreter_frames_its_own
+	else fail subinterpreter_frames_its_own "$bad of $n samples: $(tail -c 300 "$TMP/sub.err")"; fi
+else
+	skip subinterpreter_frames_its_own "no pyenv CPython 3.12"
+fi
 
 # -p on a running http.server, under a request loop
 port=$(free_port)

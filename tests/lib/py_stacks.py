@@ -10,6 +10,8 @@
 #   py_stacks.py DUMP RATE SOURCE threads  "threads N BAD": samples of t0..t7's sizes in threads,
 #                                          and those whose innermost Python frame is not their
 #                                          thread's function
+#   py_stacks.py DUMP RATE SOURCE subinterp  "subinterp N BAD": samples of sub_alloc's and
+#                                          main_alloc's sizes, those not in their function
 #   py_stacks.py DUMP RATE SOURCE find NAME LINE  samples with a frame NAME at SOURCE:LINE
 import re
 import sys
@@ -93,6 +95,25 @@ elif mode == "threads":
         if not f or f[2] != sizes[words]:
             bad += 1
     print("threads %d %d" % (n, bad))
+elif mode == "subinterp":
+    # bytes(6000) in the subinterpreter's sub_alloc, bytes(7000) in the main one's main_alloc
+    # The subinterpreter's samples are those under interp_run_string (the module's C function
+    # that runs it); the main interpreter's, those of subinterp() that are not: other blocks
+    # of these sizes (the interpreter's own, while it makes the subinterpreter) are neither.
+    sizes = {(6033 + 7) // 8: "sub_alloc", (7033 + 7) // 8: "main_alloc"}
+    n = bad = 0
+    for words, _, frames in allocs:
+        if words not in sizes:
+            continue
+        in_sub = any(f[2].endswith("run_string") and "interpreters" in f[0] for f in frames)
+        in_main = any(ours(f) and f[2] == "subinterp" for f in frames) and not in_sub
+        if not (in_sub if sizes[words] == "sub_alloc" else in_main):
+            continue
+        n += 1
+        f = innermost_python(frames)
+        if not f or f[2] != sizes[words]:
+            bad += 1
+    print("subinterp %d %d" % (n, bad))
 elif mode == "find":
     name, line = sys.argv[5], int(sys.argv[6])
     print(sum(1 for _, _, frames in allocs

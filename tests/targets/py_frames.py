@@ -2,13 +2,16 @@
 # known lines, each under two levels of Python callers. Every block is above pymalloc's 512
 # bytes, so that malloc sees them all. Modes (argv[1]):
 #   three    bytes objects, dict copies and the strings a C extension makes (json.loads),
-#            160 MB each, dropped at once; prints "truth FUNCTION BYTES" for each
+#            160 MB each, dropped at once; prints "truth FUNCTION BYTES" for each; with
+#            argv[2] == "wait" it says "ready" and starts at a line on stdin
 #   keep     five lines keep 64, 40, 24, 12 and 6 MB; with argv[2] == "tracemalloc" prints
 #            tracemalloc's five top lines ("top<TAB>FILE:LINE<TAB>BYTES") instead
 #   threads  8 threads, thread i allocating in its own function t<i>
 #   loop     an allocation loop (the bench): argv[2] million bytes(1000) (malloc and free),
 #            prints its ns per pair
 #   serve    an http.server on 127.0.0.1:argv[2] whose handler allocates (handle_alloc)
+#   subinterp  (3.12+) a subinterpreter, run in the main thread, allocates in sub_alloc while
+#            the main interpreter allocates in main_alloc before and after it
 import json
 import sys
 import threading
@@ -103,9 +106,36 @@ def serve(port):
     srv.serve_forever()
 
 
+SUB = """
+def sub_alloc(n):
+    for _ in range(n):
+        bytes(6000)
+sub_alloc(%d)
+"""
+
+
+def main_alloc(n):
+    for _ in range(n):
+        bytes(7000)  # LINE main_alloc
+
+
+def subinterp(n):
+    try:
+        import _interpreters as si  # 3.13
+    except ImportError:
+        import _xxsubinterpreters as si  # 3.12
+    main_alloc(n)
+    interp = si.create()
+    si.run_string(interp, SUB % n)
+    main_alloc(n)
+
+
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else "three"
     if mode == "three":
+        if len(sys.argv) > 2 and sys.argv[2] == "wait":  # for -p: starts at a line on stdin
+            print("ready", flush=True)
+            sys.stdin.readline()
         three()
     elif mode == "keep":
         if len(sys.argv) > 2 and sys.argv[2] == "tracemalloc":
@@ -127,6 +157,8 @@ def main():
         t0 = time.perf_counter_ns()
         outer(alloc_loop, n)
         print("loop_ns_per_pair %.1f" % ((time.perf_counter_ns() - t0) / n), flush=True)
+    elif mode == "subinterp":
+        subinterp(int(sys.argv[2]) if len(sys.argv) > 2 else 20000)
     elif mode == "serve":
         serve(int(sys.argv[2]))
     print("done", flush=True)

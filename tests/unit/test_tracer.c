@@ -414,6 +414,12 @@ static void check_basic(bool no_session)
 		       "removed %d, reconciled %d (stat %" PRIu64 "), frees %zu, live %" PRIu64 " (want 3, 3, 58, 49)",
 		       r.lost_frees, r.reconciled, r.stats.reconciled_frees, s->nfrees, r.stats.live_reported);
 	}
+	/* This kernel (6.10+) has session uprobes: a program the verifier refuses there (its
+	 * stack, its complexity) must not pass unnoticed by falling back to uretprobes. */
+	if (!no_session) {
+		snprintf(name, sizeof(name), "%s_session_mode_loaded", pfx);
+		CHECKF(name, r.mode == TRACER_MODE_SESSION, "mode %s", tracer_mode_name(r.mode));
+	}
 	snprintf(name, sizeof(name), "%s_detached", pfx);
 	CHECKF(name, r.exit_status == 0 && r.malloc_byte_after_close != 0xcc,
 	       "exit status %d, malloc's first byte 0x%02x", r.exit_status, r.malloc_byte_after_close);

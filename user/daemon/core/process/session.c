@@ -516,7 +516,7 @@ static void print_python(struct session *s, FILE *out)
 	}
 	struct stacks_stats ss = {0};
 	if (s->stacks) rstacks_get_stats(s->stacks, &ss);
-	fprintf(out, ", layout from its %s): %llu samples with Python frames (%llu frames)",
+	fprintf(out, ", layout from %s): %llu samples with Python frames (%llu frames)",
 		p->source, (unsigned long long)ss.py_samples, (unsigned long long)ss.py_frames);
 	if (ss.py_cut) fprintf(out, ", %llu cut at %d frames", (unsigned long long)ss.py_cut,
 			       MT_PY_MAX_FRAMES);

@@ -4,7 +4,8 @@
  * _PyRuntime; Py_Version says its version. The layout comes from, in order:
  *  - _Py_DebugOffsets (3.13): the table CPython keeps at the start of _PyRuntime for
  *    out-of-process tools ("xdebugpy"), read from the target's memory;
- *  - a built-in table for 3.11 and 3.12, the offsets of CPython's release builds on x86-64
+ *  - for 3.11 and 3.12, the interpreter's DWARF when it has some (pydwarf.c), else
+ *    a built-in table, the offsets of CPython's release builds on x86-64
  *    (the same from 3.11.0 to 3.11.x: CPython keeps a release's struct layouts). A build
  *    configured otherwise (a debug build) differs: the table is checked against the running
  *    interpreter (its first interpreter's thread states point back to it, and one of them is
@@ -49,7 +50,7 @@ static void object_basics(struct py_objlayout *o)
 }
 
 /* CPython 3.11 and 3.12, release builds on x86-64 (offsetof against their internal headers). */
-static void builtin_table(uint32_t version, struct mt_py_layout *L, struct py_objlayout *o)
+void py_builtin_layout(uint32_t version, struct mt_py_layout *L, struct py_objlayout *o)
 {
 	object_basics(o);
 	L->runtime_interp_head = 40;
@@ -67,6 +68,7 @@ static void builtin_table(uint32_t version, struct mt_py_layout *L, struct py_ob
 		L->frame_owner = 69;
 		L->frame_is_entry = 68;
 		L->owner_cstack = MT_PY_NONE;
+		L->tstate_status = MT_PY_NONE; /* no "active" bit: a thread's first state */
 		o->code_firstlineno = 72;
 		o->code_adaptive = 184;
 		o->uni_ascii_size = 48;
@@ -80,6 +82,7 @@ static void builtin_table(uint32_t version, struct mt_py_layout *L, struct py_ob
 		L->frame_owner = 70;
 		L->frame_is_entry = MT_PY_NONE;
 		L->owner_cstack = 3;    /* FRAME_OWNED_BY_CSTACK */
+		L->tstate_status = 24;  /* _status, after prev, next, interp */
 		o->code_firstlineno = 68;
 		o->code_adaptive = 192;
 		o->uni_ascii_size = 40;
@@ -92,7 +95,7 @@ enum {
 	DO_VERSION = 1, DO_FREE_THREADED = 2,
 	DO_RT_INTERP_HEAD = 5,
 	DO_IS_NEXT = 8, DO_IS_THREADS_HEAD = 9,
-	DO_TS_NEXT = 21, DO_TS_CURRENT_FRAME = 23, DO_TS_NATIVE_TID = 25,
+	DO_TS_NEXT = 21, DO_TS_CURRENT_FRAME = 23, DO_TS_NATIVE_TID = 25, DO_TS_STATUS = 27,
 	DO_FR_PREVIOUS = 29, DO_FR_EXECUTABLE = 30, DO_FR_INSTR_PTR = 31, DO_FR_OWNER = 33,
 	DO_CO_FILENAME = 35, DO_CO_QUALNAME = 37, DO_CO_LINETABLE = 38, DO_CO_FIRSTLINENO = 39,
 	DO_CO_ADAPTIVE = 43,
@@ -127,6 +130,7 @@ static bool debug_offsets(struct pyproc *p, uint64_t runtime, struct mt_py_layou
 		return false;
 	}
 	static const int used[] = {DO_RT_INTERP_HEAD, DO_IS_NEXT, DO_IS_THREADS_HEAD, DO_TS_NEXT,
+		DO_TS_STATUS,
 		DO_TS_CURRENT_FRAME, DO_TS_NATIVE_TID, DO_FR_PREVIOUS, DO_FR_EXECUTABLE,
 		DO_FR_INSTR_PTR, DO_FR_OWNER, DO_CO_FILENAME, DO_CO_QUALNAME, DO_CO_LINETABLE,
 		DO_CO_FIRSTLINENO, DO_CO_ADAPTIVE, DO_OB_TYPE, DO_BY_SIZE, DO_BY_SVAL, DO_UN_STATE,
@@ -142,6 +146,7 @@ static bool debug_offsets(struct pyproc *p, uint64_t runtime, struct mt_py_layou
 	L->tstate_next = (uint16_t)w[DO_TS_NEXT];
 	L->tstate_native_tid = (uint16_t)w[DO_TS_NATIVE_TID];
 	L->tstate_frame = (uint16_t)w[DO_TS_CURRENT_FRAME];
+	L->tstate_status = (uint16_t)w[DO_TS_STATUS];
 	L->cframe_frame = MT_PY_NONE;
 	L->frame_previous = (uint16_t)w[DO_FR_PREVIOUS];
 	L->frame_code = (uint16_t)w[DO_FR_EXECUTABLE];
@@ -321,10 +326,16 @@ struct pyproc *pyproc_open(pid_t pid, int mem_fd, struct py_found *found)
 	uint64_t runtime = bias + s.runtime;
 	if (v >= 0x030d) {
 		if (!debug_offsets(p, runtime, L, &p->o, found->note, sizeof found->note)) goto fail;
-		snprintf(found->source, sizeof found->source, "debug offsets");
+		snprintf(found->source, sizeof found->source, "its _Py_DebugOffsets");
 	} else {
-		builtin_table(v, L, &p->o);
-		snprintf(found->source, sizeof found->source, "built-in table");
+		char why[128], path[4200];
+		snprintf(path, sizeof path, "/proc/%d/root%s", (int)pid, m[i].path);
+		if (py_layout_from_dwarf(path, v, L, &p->o, why, sizeof why)) {
+			snprintf(found->source, sizeof found->source, "its DWARF");
+		} else {
+			py_builtin_layout(v, L, &p->o);
+			snprintf(found->source, sizeof found->source, "the built-in table");
+		}
 	}
 	L->version = v;
 	L->runtime = runtime;

@@ -34,6 +34,13 @@ struct pyproc {
 	size_t nbuckets, ncodes;
 };
 
+/* The layout of CPython 3.11 (version 0x030b) or 3.12 (0x030c) release builds on x86-64. */
+void py_builtin_layout(uint32_t version, struct mt_py_layout *L, struct py_objlayout *o);
+/* The layout from the DWARF of the interpreter's file at path (or its separate debug file):
+ * true, or false with a note. */
+bool py_layout_from_dwarf(const char *path, uint32_t version, struct mt_py_layout *L,
+			  struct py_objlayout *o, char *note, size_t notelen);
+
 /* Reads len bytes of the target at addr: 0, or -1 when not all could be read. */
 int py_read(const struct pyproc *p, uint64_t addr, void *buf, size_t len);
 

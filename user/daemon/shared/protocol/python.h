@@ -20,7 +20,8 @@ struct py_found {
 	bool usable;              /* its layout is known: layout is set */
 	uint32_t version;         /* 0x030b...: major << 8 | minor */
 	char object[256];         /* the interpreter's file, as mapped */
-	char source[32];          /* where the layout came from: "debug offsets", "built-in table" */
+	char source[32];          /* where the layout came from: "its _Py_DebugOffsets", "its
+	                             DWARF", "the built-in table" */
 	char note[256];           /* found but not usable: why */
 	struct mt_py_layout layout;
 };

@@ -140,17 +140,27 @@ static int scan_functions(const struct elfobj *o, Elf_Scn *scn, const GElf_Shdr 
 	return 0;
 }
 
-int elfobj_each_function(const struct elfobj *o, bool use_symtab, elfobj_function_fn fn, void *ctx)
+/* The symbol tables' sections (NULL where there is none) and .gnu.version's data. */
+static void symbol_tables(const struct elfobj *o, Elf_Scn **dynsym, Elf_Scn **symtab,
+			  Elf_Data **versym)
 {
-	Elf_Data *versym = NULL;
-	Elf_Scn *scn = NULL, *dynsym = NULL, *symtab = NULL;
+	Elf_Scn *scn = NULL;
+	*dynsym = *symtab = NULL;
+	*versym = NULL;
 	while ((scn = elf_nextscn(o->elf, scn))) {
 		GElf_Shdr sh;
 		if (!gelf_getshdr(scn, &sh)) continue;
-		if (sh.sh_type == SHT_DYNSYM) dynsym = scn;
-		else if (sh.sh_type == SHT_SYMTAB) symtab = scn;
-		else if (sh.sh_type == SHT_GNU_versym) versym = elf_getdata(scn, NULL);
+		if (sh.sh_type == SHT_DYNSYM) *dynsym = scn;
+		else if (sh.sh_type == SHT_SYMTAB) *symtab = scn;
+		else if (sh.sh_type == SHT_GNU_versym) *versym = elf_getdata(scn, NULL);
 	}
+}
+
+int elfobj_each_function(const struct elfobj *o, bool use_symtab, elfobj_function_fn fn, void *ctx)
+{
+	Elf_Data *versym;
+	Elf_Scn *dynsym, *symtab;
+	symbol_tables(o, &dynsym, &symtab, &versym);
 	GElf_Shdr sh;
 	int rc = 0;
 	/* Only exported (.dynsym) definitions take part in dynamic binding. */
@@ -184,13 +194,9 @@ static int find_in(const struct elfobj *o, Elf_Scn *scn, const char *name, uint6
 
 int elfobj_find_symbol(const struct elfobj *o, const char *name, uint64_t *vaddr, uint64_t *size)
 {
-	Elf_Scn *scn = NULL, *dynsym = NULL, *symtab = NULL;
-	while ((scn = elf_nextscn(o->elf, scn))) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh)) continue;
-		if (sh.sh_type == SHT_DYNSYM) dynsym = scn;
-		else if (sh.sh_type == SHT_SYMTAB) symtab = scn;
-	}
+	Elf_Data *versym;
+	Elf_Scn *dynsym, *symtab;
+	symbol_tables(o, &dynsym, &symtab, &versym);
 	if (dynsym && find_in(o, dynsym, name, vaddr, size) == 0) return 0;
 	return symtab ? find_in(o, symtab, name, vaddr, size) : -1;
 }

@@ -36,58 +36,38 @@ static int read_u64(const struct pyproc *p, uint64_t addr, uint64_t *v)
 
 /* ---- the layouts ---- */
 
-/* What every 3.11+ build shares: PyObject, PyBytesObject, PyASCIIObject's first fields. */
-static void object_basics(struct py_objlayout *o)
-{
-	o->ob_type = 8;
-	o->uni_length = 16;
-	o->uni_state = 32;
-	o->bytes_size = 16;
-	o->bytes_sval = 32;
-	o->code_filename = 112;
-	o->code_qualname = 128;
-	o->code_linetable = 136;
-}
+/* CPython 3.11 and 3.12, release builds on x86-64: offsetof against each release's internal
+ * headers (checked against pyenv's DWARF by tests/unit/test_pylayout.c). */
+static const struct builtin {
+	uint32_t version;
+	struct mt_py_layout L;
+	struct py_objlayout o;
+} builtin[] = {
+	{0x030b,
+	 {.runtime_interp_head = 40, .interp_next = 0, .interp_threads_head = 16, .tstate_next = 8,
+	  .tstate_native_tid = 160, .tstate_frame = 56 /* cframe */, .cframe_frame = 8,
+	  .frame_previous = 48, .frame_code = 32, .frame_instr = 56 /* prev_instr */,
+	  .frame_owner = 69, .frame_is_entry = 68, .owner_cstack = MT_PY_NONE, .code_ident = 128,
+	  .tstate_status = MT_PY_NONE /* no "active" bit: a thread's first state */},
+	 {.ob_type = 8, .code_filename = 112, .code_qualname = 128, .code_linetable = 136,
+	  .code_firstlineno = 72, .code_adaptive = 184, .uni_state = 32, .uni_length = 16,
+	  .uni_ascii_size = 48, .uni_compact_size = 72, .bytes_size = 16, .bytes_sval = 32}},
+	{0x030c,
+	 {.runtime_interp_head = 40, .interp_next = 0, .interp_threads_head = 72, .tstate_next = 8,
+	  .tstate_native_tid = 144, .tstate_frame = 56 /* cframe */, .cframe_frame = 0,
+	  .frame_previous = 8, .frame_code = 0, .frame_instr = 56 /* prev_instr */,
+	  .frame_owner = 70, .frame_is_entry = MT_PY_NONE, .owner_cstack = 3 /* FRAME_OWNED_BY_CSTACK */,
+	  .code_ident = 128, .tstate_status = 24 /* _status, after prev, next, interp */},
+	 {.ob_type = 8, .code_filename = 112, .code_qualname = 128, .code_linetable = 136,
+	  .code_firstlineno = 68, .code_adaptive = 192, .uni_state = 32, .uni_length = 16,
+	  .uni_ascii_size = 40, .uni_compact_size = 56, .bytes_size = 16, .bytes_sval = 32}},
+};
 
-/* CPython 3.11 and 3.12, release builds on x86-64 (offsetof against their internal headers). */
 void py_builtin_layout(uint32_t version, struct mt_py_layout *L, struct py_objlayout *o)
 {
-	object_basics(o);
-	L->runtime_interp_head = 40;
-	L->interp_next = 0;
-	L->tstate_next = 8;
-	L->tstate_frame = 56;           /* cframe */
-	L->frame_instr = 56;            /* prev_instr */
-	L->code_ident = o->code_qualname;
-	if (version == 0x030b) {
-		L->interp_threads_head = 16;
-		L->tstate_native_tid = 160;
-		L->cframe_frame = 8;
-		L->frame_code = 32;
-		L->frame_previous = 48;
-		L->frame_owner = 69;
-		L->frame_is_entry = 68;
-		L->owner_cstack = MT_PY_NONE;
-		L->tstate_status = MT_PY_NONE; /* no "active" bit: a thread's first state */
-		o->code_firstlineno = 72;
-		o->code_adaptive = 184;
-		o->uni_ascii_size = 48;
-		o->uni_compact_size = 72;
-	} else {
-		L->interp_threads_head = 72;
-		L->tstate_native_tid = 144;
-		L->cframe_frame = 0;
-		L->frame_code = 0;
-		L->frame_previous = 8;
-		L->frame_owner = 70;
-		L->frame_is_entry = MT_PY_NONE;
-		L->owner_cstack = 3;    /* FRAME_OWNED_BY_CSTACK */
-		L->tstate_status = 24;  /* _status, after prev, next, interp */
-		o->code_firstlineno = 68;
-		o->code_adaptive = 192;
-		o->uni_ascii_size = 40;
-		o->uni_compact_size = 56;
-	}
+	const struct builtin *b = &builtin[version == 0x030b ? 0 : 1];
+	*L = b->L;
+	*o = b->o;
 }
 
 /* _Py_DebugOffsets of 3.13, as 64-bit words (the field's byte offset / 8). */

@@ -18,10 +18,10 @@ python_section() {
 		v=$("$py" "$prog" loop 1 </dev/null | sed -n 's/^loop_ns_per_pair //p')
 		echo "${v:-x}" >>"$d/none"
 		for mode in no auto; do
-			v=$("$MEMTRACED" -q --python=$mode -o none -- "$py" "$prog" loop 1 </dev/null 2>>"$d/err" |
+			v=$("$MEMTRACED" -q --python=$mode -o "$d/t.ctf" -- "$py" "$prog" loop 1 </dev/null 2>>"$d/err" |
 				sed -n 's/^loop_ns_per_pair //p')
 			echo "${v:-x}" >>"$d/$mode"
-			v=$("$MEMTRACED" -q --rate 1 --python=$mode -o none -- "$py" "$prog" loop 0.05 </dev/null 2>>"$d/err" |
+			v=$("$MEMTRACED" -q --rate 1 --python=$mode -o "$d/t.ctf" -- "$py" "$prog" loop 0.05 </dev/null 2>>"$d/err" |
 				sed -n 's/^loop_ns_per_pair //p')
 			echo "${v:-x}" >>"$d/${mode}1"
 		done

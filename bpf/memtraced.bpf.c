@@ -583,6 +583,7 @@ static __always_inline void emit_alloc(struct pt_regs *ctx, struct mt_counts *c,
 	struct mt_cpu_state *st = this_cpu_state();
 	if (__sync_lock_test_and_set(&st->scratch_busy, 1)) {
 		__sync_fetch_and_add(&c->drop_ringbuf, 1);
+		__sync_fetch_and_add(&c->drop_busy, 1);
 		return;
 	}
 	emit_with_scratch(ctx, c, owner, id, call, addr, kind, sc);

@@ -142,6 +142,8 @@ struct mt_counts {
 	__u64 drop_map_full;   /* samples lost because the live or in-flight map was full */
 	__u64 drop_stack_copy; /* samples submitted without stack (copy failed even at 1 KiB) */
 	__u64 map_calls;       /* successful anonymous mmap/mremap calls */
+	__u64 drop_busy;       /* of drop_ringbuf: the CPU's record buffer was in use (a
+	                          preempted program of another process, on this CPU) */
 };
 
 /* A slot's state (global data, written by userspace but mapping_sampled). */

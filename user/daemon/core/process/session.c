@@ -466,6 +466,8 @@ void session_get_totals(struct session *s, struct session_totals *t)
 	t->free_calls = t->calls_counted ? st.free_calls : 0;
 	t->samples = st.samples;
 	t->drop_ringbuf = st.drop_ringbuf;
+	t->drop_queue = st.drop_queue;
+	t->drop_busy = st.drop_busy;
 	t->drop_map_full = st.drop_map_full;
 	t->drop_stack_copy = st.drop_stack_copy;
 	t->reconciled_frees = st.reconciled_frees;
@@ -553,10 +555,14 @@ void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 							 : t.written_collects),
 			(unsigned long long)t.live_blocks, (unsigned long long)t.nsamples,
 			(unsigned long long)t.stacks, (unsigned long long)t.contexts);
-	fprintf(out, "; dropped: %llu ring buffer, %llu live map full, %llu stack copy; "
-		"%llu frees reconciled",
+	fprintf(out, "; dropped: %llu ring buffer, %llu live map full, %llu stack copy",
 		(unsigned long long)t.drop_ringbuf, (unsigned long long)t.drop_map_full,
-		(unsigned long long)t.drop_stack_copy, (unsigned long long)t.reconciled_frees);
+		(unsigned long long)t.drop_stack_copy);
+	if (t.drop_queue || t.drop_busy) /* the rest: the BPF ring buffer itself was full */
+		fprintf(out, " (of the ring buffer's: %llu the session's record queue full, %llu the "
+			"CPU's record buffer busy)", (unsigned long long)t.drop_queue,
+			(unsigned long long)t.drop_busy);
+	fprintf(out, "; %llu frees reconciled", (unsigned long long)t.reconciled_frees);
 	if (t.samples && t.drop_ringbuf)
 		fprintf(out, "; records of %llu bytes on average, %llu at most (--ring-size, "
 			"--stack-bytes)", (unsigned long long)(t.record_bytes / (t.samples ? t.samples : 1)),

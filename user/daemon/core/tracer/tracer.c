@@ -366,12 +366,14 @@ void tracer_get_stats(struct tracer *t, struct tracer_stats *out)
 			out->drop_ringbuf += c->drop_ringbuf;
 			out->drop_map_full += c->drop_map_full;
 			out->drop_stack_copy += c->drop_stack_copy;
+			out->drop_busy += c->drop_busy;
 		}
 	}
 	free(per_cpu);
 	uint64_t dropped = __atomic_load_n(&t->inbox_dropped, __ATOMIC_RELAXED);
 	uint64_t dropped_samples = __atomic_load_n(&t->inbox_dropped_samples, __ATOMIC_RELAXED);
 	out->drop_ringbuf += dropped;
+	out->drop_queue = dropped;
 	out->samples -= out->samples < dropped_samples ? out->samples : dropped_samples;
 	out->reconciled_frees = __atomic_load_n(&t->reconciled_frees, __ATOMIC_RELAXED);
 	out->bad_records = __atomic_load_n(&t->bad_records, __ATOMIC_RELAXED);

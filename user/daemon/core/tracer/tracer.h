@@ -22,6 +22,8 @@
  *   buffer, the maps. A thread of its own reads the ring every 20 ms (sooner when it is 1/8
  *   full) and hands each record to its tracer's inbox, which tracer_poll delivers; a tracer
  *   whose thread stops polling loses its records beyond 64 MiB, counted as drop_ringbuf.
+ *   drop_ringbuf also counts, and drop_queue and drop_busy tell apart, a record its session's
+ *   queue had no room for and a sample whose CPU's record buffer a preempted program held.
  *   Per tracer the kernel keeps only its links (one uprobe_multi link per object and kind).
  */
 #ifndef MEMTRACED_TRACER_H
@@ -98,6 +100,8 @@ struct tracer_stats {
 	uint64_t bad_records;              /* malformed ring-buffer records ignored (never expected) */
 	uint64_t live_reported;            /* sampled blocks reported live and not freed yet */
 	uint64_t map_calls;                /* successful anonymous mmap/mremap calls seen */
+	uint64_t drop_queue, drop_busy;    /* of drop_ringbuf: the session's queue was full;
+	                                      the CPU's record buffer was busy */
 	uint64_t record_bytes;             /* ring-buffer bytes of the allocation records read */
 	uint64_t max_record_bytes;         /* the largest one */
 };

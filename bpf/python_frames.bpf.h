@@ -261,8 +261,9 @@ static long py_walk_step(__u32 i, void *data)
 		f->flags = MT_PY_F_ENTRY;
 		return 0;
 	}
-	if (!code)
-		return 0;
+	__u64 type = 0;
+	if (!code || py_read_u64(&type, code + st->layout.ob_type) || type != st->layout.code_type)
+		return 0; /* no code object: a placeholder */
 	f->code = code;
 	if (py_read_u64(&f->ident, code + w->off_ident))
 		f->ident = 0;

@@ -24,6 +24,8 @@ struct mt_py_layout {
 	__u32 owner;             /* the slot's owner it was set for (0: no Python here) */
 	__u32 version;           /* 0x030b, 0x030c, 0x030d */
 	__u64 runtime;           /* address of _PyRuntime in the target */
+	__u64 code_type;         /* address of PyCode_Type: a frame's code object has it (3.13's
+	                            f_executable may be another object) */
 	__u16 runtime_interp_head;  /* _PyRuntimeState.interpreters.head */
 	__u16 interp_next;          /* PyInterpreterState.next */
 	__u16 interp_threads_head;  /* PyInterpreterState.threads.head */
@@ -44,7 +46,8 @@ struct mt_py_layout {
 	__u16 tstate_status;        /* PyThreadState._status (3.12+; else NONE): its bit
 	                               MT_PY_ACTIVE says the thread state is the one in use (a
 	                               thread has one per interpreter it has entered) */
-	__u16 pad[2];
+	__u16 ob_type;              /* PyObject.ob_type */
+	__u16 pad;
 };
 
 #define MT_PY_ACTIVE 0x10u

@@ -194,6 +194,8 @@ else fail report_shows_started_as "$("$BIN/memtrace-report" "$TMP/named.ctf" 2>&
 end=$("$BIN/memtrace-report" "$TMP/idle.ctf" 2>/dev/null | sed -n 's/^window: [0-9.]* s \.\. \([0-9.]*\) s since start.*/\1/p')
 last=$("$DUMP" "$TMP/idle.ctf" 2>/dev/null | awk '/^[0-9]+ alloc/ { t = $1 } END { print t / 1e6 }')
 echo "# window end ${end:-?} s, last allocation at ${last:-?} s"
-if awk -v e="${end:-0}" -v l="${last:-9}" 'BEGIN { exit !(e >= 1.4 && e < 5 && l < 1) }'
+# (the shell may allocate after its sleep too, a small block sampled at 1e-2 now and then:
+# the window must then still end after it)
+if awk -v e="${end:-0}" -v l="${last:-9}" 'BEGIN { exit !(e >= 1.4 && e < 5 && e > l + 0.001) }'
 then pass report_window_ends_with_tracing
 else fail report_window_ends_with_tracing "window end ${end:-?} s, last allocation ${last:-?} s"; fi

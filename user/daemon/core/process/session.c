@@ -57,6 +57,10 @@ static void open_early_stacks(struct session *s)
 	if (!s->intake_opens_stacks || s->early_tried) return;
 	s->early_tried = true;
 	s->early_stacks = rstacks_open(s->pid, s->early_error, sizeof s->early_error);
+	/* Python frames from now on, not from when the session thread takes this unwinder over
+	 * (a just-started Python program runs its first functions meanwhile) */
+	const struct py_found *py = s->early_stacks ? rstacks_python(s->early_stacks) : NULL;
+	if (py && py->usable) tracer_set_python(s->tracer, &py->layout);
 	atomic_store(&s->early_done, true);
 }
 

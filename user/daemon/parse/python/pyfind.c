@@ -335,6 +335,8 @@ struct pyproc *pyproc_open(pid_t pid, int mem_fd, struct py_found *found)
 	p->obj_start = m[i].lo;
 	p->obj_end = m[i].hi;
 	p->code_type = bias + s.code_type;
+	L->code_type = p->code_type;
+	L->ob_type = p->o.ob_type;
 	p->nbuckets = 256;
 	p->buckets = calloc(p->nbuckets, sizeof *p->buckets);
 	if (!p->buckets) goto fail;

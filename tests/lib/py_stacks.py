@@ -52,6 +52,19 @@ def innermost_python(frames):
     return None
 
 
+def innermost_is(sizes, mine):
+    """Samples of the sizes (in words: the function they should be in) that mine(function,
+    frames) keeps, and those whose innermost Python frame is not that function."""
+    n = bad = 0
+    for words, _, frames in allocs:
+        if words in sizes and mine(sizes[words], frames):
+            n += 1
+            f = innermost_python(frames)
+            if not f or f[2] != sizes[words]:
+                bad += 1
+    return n, bad
+
+
 if mode == "three":
     want = {"make_bytes": "bytes", "make_dicts": "dicts", "parse_json": "json"}
     for fn, tag in want.items():
@@ -83,36 +96,22 @@ elif mode == "top":
     for key, b in sorted(by.items(), key=lambda kv: -kv[1])[:5]:
         print("top\t%s\t%d" % (key, b))
 elif mode == "threads":
-    # bytearray(3000 + 64 * i): a buffer of 3001 + 64 * i bytes
+    # bytearray(3000 + 64 * i): a buffer of 3001 + 64 * i bytes; a thread's samples (the
+    # program's other blocks of these sizes are not)
     sizes = {(3001 + 64 * i + 7) // 8: "t%d" % i for i in range(8)}
-    n = bad = 0
-    for words, _, frames in allocs:
-        # a thread's (the program's other blocks of these sizes are not)
-        if words not in sizes or not any(f[2] == "Thread.run" for f in frames):
-            continue
-        n += 1
-        f = innermost_python(frames)
-        if not f or f[2] != sizes[words]:
-            bad += 1
+    n, bad = innermost_is(sizes, lambda fn, frames: any(f[2] == "Thread.run" for f in frames))
     print("threads %d %d" % (n, bad))
 elif mode == "subinterp":
     # bytes(6000) in the subinterpreter's sub_alloc, bytes(7000) in the main one's main_alloc
     # The subinterpreter's samples are those under interp_run_string (the module's C function
     # that runs it); the main interpreter's, those of subinterp() that are not: other blocks
     # of these sizes (the interpreter's own, while it makes the subinterpreter) are neither.
-    sizes = {(6033 + 7) // 8: "sub_alloc", (7033 + 7) // 8: "main_alloc"}
-    n = bad = 0
-    for words, _, frames in allocs:
-        if words not in sizes:
-            continue
+    def mine(fn, frames):
         in_sub = any(f[2].endswith("run_string") and "interpreters" in f[0] for f in frames)
         in_main = any(ours(f) and f[2] == "subinterp" for f in frames) and not in_sub
-        if not (in_sub if sizes[words] == "sub_alloc" else in_main):
-            continue
-        n += 1
-        f = innermost_python(frames)
-        if not f or f[2] != sizes[words]:
-            bad += 1
+        return in_sub if fn == "sub_alloc" else in_main
+    sizes = {(6033 + 7) // 8: "sub_alloc", (7033 + 7) // 8: "main_alloc"}
+    n, bad = innermost_is(sizes, mine)
     print("subinterp %d %d" % (n, bad))
 elif mode == "find":
     name, line = sys.argv[5], int(sys.argv[6])

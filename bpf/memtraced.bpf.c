@@ -39,6 +39,15 @@
 #include "memtraced_events.h"
 #include "python_frames.h"
 
+/* v, at most max, in a form every verifier sees: the compare is made in the register that is
+ * then used (an asm clang cannot split or move), so no spilled copy from before it is reused.
+ * 6.1's verifier loses a C clamp when clang reloads the value from an earlier spill. */
+static __always_inline __u64 bounded(__u64 v, const __u64 max)
+{
+	asm volatile("if %0 <= %1 goto +1; %0 = %1" : "+r"(v) : "i"(max));
+	return v;
+}
+
 char LICENSE[] SEC("license") = "GPL";
 
 extern bool bpf_session_is_return(void) __ksym __weak;
@@ -646,11 +655,18 @@ static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cou
 	__u32 reserved = (copied + 7) & ~7u; /* the Python frames aligned */
 	if (reserved > MT_STACK_BYTES_MAX)
 		reserved = MT_STACK_BYTES_MAX;
-	if (py_n && bpf_probe_read_kernel(stack + reserved, py_n * sizeof(struct mt_py_frame), sc->py.out))
+	/* Lengths and offsets bounded where they are used: clang may reload a value from a
+	 * spill made before its clamp above, and 6.1's verifier does not carry the clamp over to
+	 * the spilled copy ("R2 unbounded memory access"). */
+	__u64 frame_bytes = bounded(py_n * sizeof(struct mt_py_frame),
+				    MT_PY_MAX_FRAMES * sizeof(struct mt_py_frame));
+	__u64 at = bounded(reserved, MT_STACK_BYTES_MAX);
+	if (frame_bytes && bpf_probe_read_kernel(stack + at, frame_bytes, sc->py.out))
 		py_n = 0;
-	if (!py_n ||
-	    (py_codes && bpf_probe_read_kernel(stack + reserved + py_n * sizeof(struct mt_py_frame),
-					       py_codes * sizeof(struct mt_py_code), sc->py.codes)))
+	__u64 code_bytes = bounded(py_codes * sizeof(struct mt_py_code),
+				   MT_PY_MAX_NEW * sizeof(struct mt_py_code));
+	at = bounded(reserved + frame_bytes, MT_STACK_BYTES_MAX + MT_PY_MAX_FRAMES * sizeof(struct mt_py_frame));
+	if (!py_n || (code_bytes && bpf_probe_read_kernel(stack + at, code_bytes, sc->py.codes)))
 		py_codes = 0;
 	r->py_frames = (__u16)py_n;
 	r->py_status = py_status;

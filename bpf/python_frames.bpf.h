@@ -192,7 +192,9 @@ static __always_inline bool py_new_code(struct py_state *st, __u64 code, __u64 i
 	if (bpf_map_lookup_elem(&py_seen, k))
 		return false;
 	const struct mt_py_layout *L = &st->layout;
-	struct mt_py_code *c = &st->codes[i];
+	/* bounded again where it is used: clang may reload i from a spill made before the check
+	 * above, which 6.1's verifier does not carry over */
+	struct mt_py_code *c = &st->codes[bounded(i, MT_PY_MAX_NEW - 1)];
 	__u64 file = 0, table = 0;
 	__s64 size = 0;
 	c->code = code;

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The core checks that tests/test_kernels.sh runs inside a VM of each kernel of the matrix, on
+# the built tree (TOP), as root. Prints PASS/FAIL/SKIP lines (tests/run.sh's protocol) to
+# stdout and to RESULTS/checks.txt; memtraced's own messages go to RESULTS/NAME.err.
+#   core_checks.sh RESULTS
+# Each check is small: the VM emulates its CPUs (TCG), 5-20x slower than this machine.
+RESULTS=$1
+export TOP BUILD=${BUILD:-build}
+source "$TOP/tests/lib/test.sh"
+exec > >(tee "$RESULTS/checks.txt") 2>&1
+MT=$BIN/memtraced
+DUMP=$BIN/memtrace-dump
+REPORT=$BIN/memtrace-report
+echo "# kernel $(uname -r)"
+cd "$TMP" || exit 2
+
+# save NAME: keeps memtraced's messages of the check for the host's log
+save() { cp "$TMP/$1.err" "$RESULTS/$1.err" 2>/dev/null; }
+# why NAME: the first error line memtraced printed
+why() { grep -m1 -E 'error|warning|not traced|cannot' "$TMP/$1.err" 2>/dev/null | cut -c1-300; }
+
+# The probing line memtraced prints at start: which attach mode this kernel gets, and why.
+"$MT" --kernel-check >"$TMP/kcheck.out" 2>"$TMP/kcheck.err"
+cp "$TMP/kcheck.out" "$RESULTS/kernel-check.txt"
+sed 's/^/# /' "$TMP/kcheck.out"
+has() { grep -q "^feature $1 yes" "$TMP/kcheck.out"; }
+
+# -- CMD at --rate 1: every malloc counted once, with its stack
+seen() { # seen NAME MODE FN: "ALLOCS FREES" in the summary, truth in $TMP/NAME.truth
+	local opt=--inject=no
+	[ "$2" = inject ] && opt=--inject=required
+	timeout 300 "$MT" $opt --rate 1 --ring-size 67108864 -o "$TMP/$1.ctf" -- "$TARGETS/count_calls" "$3" \
+		>"$TMP/$1.out" 2>"$TMP/$1.err"
+	sed -n 's/^truth allocs=\([0-9]*\) frees=\([0-9]*\)$/\1 \2/p' "$TMP/$1.out" >"$TMP/$1.truth"
+	sed -n 's/.*: \([0-9]*\) allocations and \([0-9]*\) frees seen.*/\1 \2/p' "$TMP/$1.err" | head -1
+}
+count_check() { # count_check MODE
+	local m=$1
+	read -r ba bf < <(seen base_$m $m none)
+	read -r sa sf < <(seen malloc_$m $m malloc)
+	read -r ta tf <"$TMP/malloc_$m.truth" || { ta=?; tf=?; }
+	save malloc_$m
+	if [ -n "${ba:-}" ] && [ -n "${sa:-}" ] && [ $((sa - ba)) = "$ta" ] && [ $((sf - bf)) = "$tf" ]
+	then pass "count_rate1_$m"
+	else fail "count_rate1_$m" "truth $ta/$tf, seen ${sa:-?}/${sf:-?} less ${ba:-?}/${bf:-?}: $(why malloc_$m)"; fi
+	if "$DUMP" "$TMP/malloc_$m.ctf" 2>/dev/null | grep ' alloc ' | grep -q 'main.* run_malloc'
+	then pass "cmd_stacks_$m"
+	else fail "cmd_stacks_$m" "no allocation under run_malloc and main in the trace: $(why malloc_$m)"; fi
+}
+count_check uprobes
+
+# -p on a running service: the report names its leaking site
+mkdir -p "$TMP/svc"
+"$TARGETS/service_leak" "$TMP/svc" 60 200000 >/dev/null 2>&1 &
+svc=$!
+wait_file "$TMP/svc/ready" 300
+touch "$TMP/svc/go"
+timeout 300 "$MT" -p $svc --rate 1e-3 --duration 4 -o "$TMP/p.ctf" >"$TMP/p.out" 2>"$TMP/p.err"
+rc=$?
+save p
+if [ $rc = 0 ] && "$REPORT" "$TMP/p.ctf" 2>/dev/null | grep -q leak_site
+then pass pid_report
+else fail pid_report "memtraced exited $rc, leak_site not in the report: $(why p)"; fi
+
+# --match: the service is selected, its snapshots are written
+timeout 300 "$MT" --match service_leak --rate 1e-3 --snapshot-dir "$TMP/snaps" --snapshot-interval 1 \
+	--duration 4 >"$TMP/match.out" 2>"$TMP/match.err"
+rc=$?
+save match
+if [ $rc = 0 ] && grep -q "PID $svc .*traced" "$TMP/match.err" &&
+	grep -qs leak_site "$TMP/snaps"/memtrace-$svc-*.folded
+then pass match_snapshots
+else fail match_snapshots "memtraced exited $rc, $(ls "$TMP/snaps" 2>/dev/null | wc -l) snapshot files: $(why match)"; fi
+kill $svc 2>/dev/null; wait $svc 2>/dev/null
+
+# anonymous mappings (the system-call tracepoints)
+echo | timeout 300 "$MT" --rate 1 -o "$TMP/mmap.ctf" -- "$TARGETS/mmap_workload" 2 >/dev/null 2>"$TMP/mmap.err"
+rc=$?
+save mmap
+if [ $rc = 0 ] && "$DUMP" "$TMP/mmap.ctf" 2>/dev/null | grep ' alloc ' | grep -q map_kept
+then pass mappings
+else fail mappings "memtraced exited $rc, no map_kept allocation: $(why mmap)"; fi
+
+# --follow-forks: each child in its own trace
+mkdir -p "$TMP/fk/d"
+touch "$TMP/fk/d/go-all" "$TMP/fk/d/go-exit"
+timeout 300 "$MT" --rate 1 --follow-forks -o "$TMP/fk/t-%p.ctf" -- "$TARGETS/life_fork" "$TMP/fk/d" 2 20 30 \
+	>/dev/null 2>"$TMP/fork.err"
+rc=$?
+save fork
+nchild=0
+for f in "$TMP"/fk/t-*.ctf; do
+	"$DUMP" "$f" 2>/dev/null | grep ' alloc ' | grep -q child_site && nchild=$((nchild + 1))
+done
+if [ $rc = 0 ] && [ $nchild -ge 1 ]
+then pass follow_forks
+else fail follow_forks "memtraced exited $rc, $nchild child traces with child_site: $(why fork)"; fi
+
+# Python frames
+cat >"$TMP/py.py" <<'PY'
+def inner(n):
+    return bytes(n)
+def outer():
+    for i in range(20000):
+        inner(4000 + i % 100)
+outer()
+PY
+timeout 300 "$MT" --rate 1e-3 -o "$TMP/py.ctf" -- /usr/bin/python3 "$TMP/py.py" >/dev/null 2>"$TMP/py.err"
+rc=$?
+save py
+if [ $rc = 0 ] && "$DUMP" "$TMP/py.ctf" 2>/dev/null | grep ' alloc ' | grep -q 'py.py:5:[-0-9]* outer | [^|]*py.py:2:[-0-9]* inner'
+then pass python_frames
+elif grep -q "Python frames off:" "$TMP/py.err"
+then skip python_frames "$(grep -m1 'Python frames off:' "$TMP/py.err")"
+else fail python_frames "memtraced exited $rc, no inner under outer: $(why py)"; fi
+
+# --inject: the sampler placed, every call counted
+count_check inject
+echo "# done"

@@ -3,11 +3,13 @@
 #
 #   bash bench/run.sh [BUILD]          (root; about 10-15 minutes on the project's 2-vCPU VM)
 #
-# Sections (BENCH_ONLY=micro,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view,serve,fleet,python to pick some):
+# Sections (BENCH_ONLY=micro,modes,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view,serve,fleet,python to pick some):
 #   micro     malloc/free loop (bench/micro_alloc), ns per pair, interleaved rounds of:
 #             none | floor (empty probes on memtraced's sites) | memtraced (default rate) |
 #             memtraced --rate 1 | memtraced --inject | bcc memleak | heaptrack; plus design figures from
 #             bench/probe_cost (empty session vs uretprobe probes)
+#   modes     pair_ns_session, pair_ns_multi, pair_ns_perf: memtraced's malloc/free pair in each
+#             attach mode the kernel has (--attach-mode), multi_vs_session, perf_vs_session
 #   redis     redis-server under redis-benchmark (SET, GET), requests/s: none | memtraced |
 #             memtraced --inject | memleak, and the drops of memtraced at the default rate
 #   pipeline  memtraced at rising rates: samples/s drained with no drop, daemon CPU per sample,
@@ -43,7 +45,7 @@ REDIS_ROUNDS=${BENCH_REDIS_ROUNDS:-3}
 REDIS_REQUESTS=${BENCH_REDIS_REQUESTS:-50000}
 ITERS=${BENCH_ITERS:-20000}          # pairs per traced micro run (~13 us each under probes)
 ITERS_NONE=${BENCH_ITERS_NONE:-2000000}
-ONLY=${BENCH_ONLY:-micro,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view,serve,fleet,python}
+ONLY=${BENCH_ONLY:-micro,modes,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view,serve,fleet,python}
 ATTACH_ROUNDS=${BENCH_ATTACH_ROUNDS:-7}
 OUT=${BENCH_OUT:-$TOP/bench/results/latest.txt}
 TMP=$(mktemp -d /tmp/memtraced-bench.XXXXXX)
@@ -162,6 +164,8 @@ start_tracer() {   # VARIANT PID LOGFILE: starts it in the background ($! is its
 	memtraced_r1) "$MEMTRACED" -q --rate 1 -p "$pid" -o "$TMP/$v.ctf" >"$logf" 2>&1 & ;;
 	inject) "$MEMTRACED" --no-status --inject=required -p "$pid" -o "$TMP/$v.ctf" >"$logf" 2>&1 & ;;
 	memleak) "${MEMLEAK_CMD[@]}" -p "$pid" 3600 >"$logf" 2>&1 & ;;
+	mode_session|mode_multi|mode_perf)
+		"$MEMTRACED" -q --attach-mode "${v#mode_}" -p "$pid" -o "$TMP/$v.ctf" >"$logf" 2>&1 & ;;
 	*) echo "bench: unknown variant $v" >&2; return 1 ;;
 	esac
 }
@@ -199,12 +203,40 @@ micro_once() {   # VARIANT MODE: ns_per_pair into $TMP/val (empty on failure)
 		# memtraced ends by itself when its target exits; the others are told to stop
 		# (SIGTERM: python ignores SIGINT in a background job of a script)
 		local grace=0
-		[[ $v == memtraced* || $v == floor ]] && grace=10
+		[[ $v == memtraced* || $v == mode_* || $v == floor ]] && grace=10
 		stop_proc "$t" 30 TERM "$grace"
 		cp "$logf" "$TMP/last-$v-$mode.log"
 		;;
 	esac
 	sed -nE 's/^ns_per_pair=([0-9.]+)$/\1/p' "$out" | tail -1 >"$TMP/val"
+}
+
+# The attach modes side by side (--attach-mode, tracer/kernel_probe.h): a malloc(32)+free pair
+# under memtraced at the default rate in each mode this kernel has, interleaved rounds.
+modes_section() {
+	local variants=() m v r val
+	for m in session multi perf; do
+		"$MEMTRACED" --attach-mode $m --kernel-check >/dev/null 2>&1 && variants+=(mode_$m) ||
+			na "pair_ns_$m" "this kernel has no $m mode ($("$MEMTRACED" --attach-mode $m --kernel-check 2>&1 | tail -1))"
+	done
+	for v in "${variants[@]}"; do : >"$TMP/mode-$v"; done
+	for r in $(seq "$ROUNDS"); do
+		for v in "${variants[@]}"; do
+			micro_once "$v" 32; val=$(cat "$TMP/val")
+			[ -n "$val" ] || val=x
+			echo "$val" >>"$TMP/mode-$v"
+			log "modes round $r/$ROUNDS $v: $val ns/pair"
+		done
+	done
+	for v in "${variants[@]}"; do
+		val=$(median $(cat "$TMP/mode-$v"))
+		[ -n "$val" ] && set_result "pair_ns_${v#mode_}" "$val" || na "pair_ns_${v#mode_}" "every run failed"
+	done
+	for m in multi perf; do
+		[ -s "$TMP/mode-mode_$m" ] && [ -s "$TMP/mode-mode_session" ] || continue
+		val=$(median_ratio "$TMP/mode-mode_$m" "$TMP/mode-mode_session")
+		[ -n "$val" ] && set_result "${m}_vs_session" "$val"
+	done
 }
 
 micro_section() {
@@ -721,6 +753,7 @@ include_kv() {   # PREFIX PROGRAM ARGS...: adds the program's key=value lines
 # ---------------------------------------------------------------------------------------------
 log "memtraced: $([ "$have_memtraced" = 1 ] && echo "$MEMTRACED" || echo missing); memleak: $([ "$have_memleak" = 1 ] && echo "$MEMLEAK" || echo "no: $MEMLEAK_WHY"); heaptrack: ${HEAPTRACK:-missing}"
 want micro && micro_section
+want modes && modes_section
 want redis && redis_section
 want pipeline && pipeline_section
 want accuracy && accuracy_section

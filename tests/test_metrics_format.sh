@@ -30,3 +30,4 @@ check metrics_format_counter_typed grep -q -F "memtraced_allocated_bytes counter
 check metrics_format_odd_name_round_trips grep -q -F "comm='we\"ird\\\\na\\nme'" "$TMP/parsed.txt"
 check metrics_format_drop_reasons test "$(grep -c '^memtraced_dropped_samples counter' "$TMP/parsed.txt")" = 6
 check metrics_format_process_metrics grep -q -F "process_resident_memory_bytes gauge process_resident_memory_bytes  41943040.0" "$TMP/parsed.txt"
+check metrics_format_build_info grep -q -F "memtraced_build_info gauge memtraced_build_info attach_mode='perf',kernel='6.1.0-57-amd64',version='0.1' 1.0" "$TMP/parsed.txt"

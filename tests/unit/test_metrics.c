@@ -26,7 +26,7 @@ int main(int argc, char **argv)
 		 .allocated_bytes = 5e9, .samples = 12345, .drop_ringbuf = 3},
 		{.pid = 43, .comm = "we\"ird\\na\nme", .live_bytes = 0, .samples = 1},
 	};
-	struct metrics_daemon d = {.processes = 2, .attach_failures = 1, .cpu_seconds = 1.5,
+	struct metrics_daemon d = {.processes = 2, .attach_failures = 1, .version = "0.1", .kernel = "6.1.0-57-amd64", .attach_mode = "perf", .cpu_seconds = 1.5,
 				   .resident_bytes = 40 << 20, .ringbuf_fill = 0.25};
 	size_t len = 0;
 	char *text = metrics_render(p, 2, &d, &len);

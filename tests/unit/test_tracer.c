@@ -326,7 +326,7 @@ static void check_basic(bool no_session)
 {
 	const char *pfx = no_session ? "tracer_basic_fallback" : "tracer_basic";
 	char name[128];
-	struct tracer_opts o = { .no_mappings = true, .rate = 1, .no_session = no_session };
+	struct tracer_opts o = { .no_mappings = true, .rate = 1, .attach = no_session ? TRACER_ATTACH_PERF : TRACER_ATTACH_AUTO };
 	struct run r = { .lost_frees = no_session ? 3 : 0 };
 	bool ok = run_scenario("basic", &o, !no_session, &r);
 	snprintf(name, sizeof(name), "%s_attach", pfx);
@@ -414,7 +414,7 @@ static void check_basic(bool no_session)
 		       "removed %d, reconciled %d (stat %" PRIu64 "), frees %zu, live %" PRIu64 " (want 3, 3, 58, 49)",
 		       r.lost_frees, r.reconciled, r.stats.reconciled_frees, s->nfrees, r.stats.live_reported);
 	}
-	/* This kernel (6.10+) has session uprobes: a program the verifier refuses there (its
+	/* This kernel (6.13+) has session uprobes: a program the verifier refuses there (its
 	 * stack, its complexity) must not pass unnoticed by falling back to uretprobes. */
 	if (!no_session) {
 		snprintf(name, sizeof(name), "%s_session_mode_loaded", pfx);

@@ -19,15 +19,47 @@ save() { cp "$TMP/$1.err" "$RESULTS/$1.err" 2>/dev/null; }
 # why NAME: the first error line memtraced printed
 why() { grep -m1 -E 'error|warning|not traced|cannot' "$TMP/$1.err" 2>/dev/null | cut -c1-300; }
 
-# The probing line memtraced prints at start: which attach mode this kernel gets, and why.
+# What the kernel offers and the attach mode it gets (memtraced --kernel-check)
 "$MT" --kernel-check >"$TMP/kcheck.out" 2>"$TMP/kcheck.err"
+krc=$?
 cp "$TMP/kcheck.out" "$RESULTS/kernel-check.txt"
 sed 's/^/# /' "$TMP/kcheck.out"
 has() { grep -q "^feature $1 yes" "$TMP/kcheck.out"; }
+IFS=. read -r kmaj kmin _ <<<"$(uname -r)"
+kver=$((kmaj * 1000 + kmin))
+if [ $kver -ge 6013 ]; then want=session; elif [ $kver -ge 6006 ]; then want=multi; else want=perf; fi
+
+if [ $krc != 0 ]; then
+	# A kernel memtraced cannot trace on: one line that names what it lacks, the same for
+	# every way in, an exit status that says it failed, nothing placed into a target.
+	lacks=$(sed -n 's/^cannot trace: //p' "$TMP/kcheck.out")
+	if [[ "$lacks" == "kernel $(uname -r) lacks "*": memtraced needs Linux "* ]]
+	then pass refused_names_the_kernel_features
+	else fail refused_names_the_kernel_features "--kernel-check exited $krc: $(tail -n 2 "$TMP/kcheck.out")"; fi
+	sleep 600 & victim=$!
+	declare -A ways=([cmd]="-- /bin/true" [pid]="-p $victim" [inject]="--inject=required -p $victim"
+		[match]="--match sleep --snapshot-dir $TMP/s --duration 2")
+	for w in cmd pid inject match; do
+		timeout 120 "$MT" ${ways[$w]} >"$TMP/r-$w.out" 2>"$TMP/r-$w.err"
+		rc=$?
+		save r-$w
+		if [ $rc != 0 ] && [ "$(wc -l <"$TMP/r-$w.err")" -le 2 ] &&
+			grep -qF "memtraced: error: $lacks" "$TMP/r-$w.err" && ! grep -q libbpf "$TMP/r-$w.err"
+		then pass "refused_in_one_line_$w"
+		else fail "refused_in_one_line_$w" "exit $rc, $(wc -l <"$TMP/r-$w.err") lines: $(head -c 300 "$TMP/r-$w.err")"; fi
+	done
+	if grep -q memtraced_sampler "/proc/$victim/maps"
+	then fail refused_inject_placed_nothing "the sampler is in the target"
+	else pass refused_inject_placed_nothing; fi
+	kill $victim
+	echo "# done"
+	exit 0
+fi
+check attach_mode_is_the_fastest grep -q "^mode $want: " "$TMP/kcheck.out"
 
 # -- CMD at --rate 1: every malloc counted once, with its stack
 seen() { # seen NAME MODE FN: "ALLOCS FREES" in the summary, truth in $TMP/NAME.truth
-	local opt=--inject=no
+	local opt="--inject=no ${ATTACH:-}"
 	[ "$2" = inject ] && opt=--inject=required
 	timeout 300 "$MT" $opt --rate 1 --ring-size 67108864 -o "$TMP/$1.ctf" -- "$TARGETS/count_calls" "$3" \
 		>"$TMP/$1.out" 2>"$TMP/$1.err"
@@ -36,8 +68,8 @@ seen() { # seen NAME MODE FN: "ALLOCS FREES" in the summary, truth in $TMP/NAME.
 }
 count_check() { # count_check MODE
 	local m=$1
-	read -r ba bf < <(seen base_$m $m none)
-	read -r sa sf < <(seen malloc_$m $m malloc)
+	read -r ba bf < <(seen base_$m ${m%%_*} none)
+	read -r sa sf < <(seen malloc_$m ${m%%_*} malloc)
 	read -r ta tf <"$TMP/malloc_$m.truth" || { ta=?; tf=?; }
 	save malloc_$m
 	if [ -n "${ba:-}" ] && [ -n "${sa:-}" ] && [ $((sa - ba)) = "$ta" ] && [ $((sf - bf)) = "$tf" ]
@@ -48,6 +80,16 @@ count_check() { # count_check MODE
 	else fail "cmd_stacks_$m" "no allocation under run_malloc and main in the trace: $(why malloc_$m)"; fi
 }
 count_check uprobes
+if grep -q "^memtraced: allocator probes: " "$TMP/malloc_uprobes.err" &&
+	grep -q "; probes: " "$TMP/malloc_uprobes.err"
+then pass attach_mode_said
+else fail attach_mode_said "no 'allocator probes:' line or no probes in the summary"; fi
+# every attach mode the kernel has loads and counts exactly (the default one above)
+for m in session multi perf; do
+	[ $m = $want ] && continue
+	case $m in session) [ $want = session ] || continue ;; multi) [ $want = perf ] && continue ;; esac
+	ATTACH="--attach-mode $m" count_check uprobes_$m
+done
 
 # -p on a running service: the report names its leaking site
 mkdir -p "$TMP/svc"

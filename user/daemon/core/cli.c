@@ -64,6 +64,11 @@ void cli_usage(FILE *out)
 		"                       placed, says why and uses uprobes (=required: refuses).\n"
 		"                       A target that carries such a sampler (otel_memory USDT\n"
 		"                       probes) is traced through it anyway (=no: with uprobes)\n"
+		"      --attach-mode auto|session|multi|perf  how the allocator probes attach:\n"
+		"                       session uprobes (Linux 6.13+), uprobe_multi links with return\n"
+		"                       probes (6.6+) or perf-event uprobes (any); auto (the default)\n"
+		"                       takes the fastest the kernel has and says which\n"
+		"      --kernel-check   print what this kernel offers memtraced and exit\n"
 		"      --hold-exec      -p: hold the process (ptrace) at each exec until the new\n"
 		"                       program's probes are in place, so nothing it allocates is\n"
 		"                       missed (-- CMD is always held so)\n"
@@ -170,7 +175,7 @@ int cli_exec_output_path(const char *base, unsigned n, char *buf, size_t len)
 enum { OPT_PROBE_FLOOR = 256, OPT_STACK_BYTES, OPT_NO_STATUS, OPT_TOP, OPT_TOP_INTERVAL, OPT_TOP_BY,
        OPT_SNAP_DIR, OPT_SNAP_INTERVAL, OPT_SNAP_KEEP, OPT_FILE_MODE, OPT_FOLLOW_FORKS,
        OPT_HOLD_EXEC, OPT_RING_SIZE, OPT_INJECT, OPT_NO_MMAP, OPT_PYTHON, OPT_FORMAT, OPT_MATCH, OPT_CGROUP,
-       OPT_MAX_PROCESSES, OPT_LISTEN, OPT_LISTEN_PUBLIC };
+       OPT_MAX_PROCESSES, OPT_LISTEN, OPT_LISTEN_PUBLIC, OPT_ATTACH_MODE, OPT_KERNEL_CHECK };
 
 /* Which options were given, for the checks across options. */
 struct cli_seen {
@@ -207,6 +212,8 @@ static const struct option longopts[] = {
 	{"max-processes", required_argument, NULL, OPT_MAX_PROCESSES},
 	{"listen", required_argument, NULL, OPT_LISTEN},
 	{"listen-public", no_argument, NULL, OPT_LISTEN_PUBLIC},
+	{"attach-mode", required_argument, NULL, OPT_ATTACH_MODE},
+	{"kernel-check", no_argument, NULL, OPT_KERNEL_CHECK},
 	{NULL, 0, NULL, 0},
 };
 
@@ -385,6 +392,18 @@ static enum cli_result parse_option(int c, char **argv, struct cli_opts *o, stru
 	case OPT_NO_MMAP: o->no_mmap = true; return CLI_OK;
 
 	case OPT_LISTEN_PUBLIC: o->listen_public = true; return CLI_OK;
+	case OPT_KERNEL_CHECK: o->kernel_check = true; return CLI_OK;
+	case OPT_ATTACH_MODE: {
+		static const char *const names[] = {"auto", "session", "multi", "perf"};
+		for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+			if (strcmp(optarg, names[i]) == 0) {
+				o->attach = (enum tracer_attach)i;
+				return CLI_OK;
+			}
+		set_err(err, errlen, "invalid --attach-mode '%s': expected auto, session, multi or perf",
+			optarg);
+		return CLI_ERROR;
+	}
 	case ':':
 		set_err(err, errlen, "option '%s' needs a value", argv[optind - 1]);
 		return CLI_ERROR;
@@ -410,7 +429,11 @@ static enum cli_result check_combination(const struct cli_opts *o, const struct 
 		set_err(err, errlen, "give either -p PID (or --match, --cgroup) or -- CMD, not both");
 		return CLI_ERROR;
 	}
-	if (!seen->pid && !o->cmd && !selecting) {
+	if (o->kernel_check && (seen->pid || o->cmd || selecting)) {
+		set_err(err, errlen, "--kernel-check traces nothing: give it alone");
+		return CLI_ERROR;
+	}
+	if (!seen->pid && !o->cmd && !selecting && !o->kernel_check) {
 		set_err(err, errlen, "nothing to trace: give -p PID, --match PATTERN, --cgroup PATH or "
 			"-- CMD [ARGS...] (try --help)");
 		return CLI_ERROR;

@@ -10,6 +10,7 @@
 #include "common/msg.h" /* MEMTRACED_VERSION */
 #include "select/select.h"
 #include "protocol/python.h"
+#include "tracer/tracer.h" /* enum tracer_attach */
 
 #define CLI_DEFAULT_RATE 1e-5
 #define CLI_DEFAULT_STACK_BYTES 65536u
@@ -54,6 +55,8 @@ struct cli_opts {
 				      new program's probes are in place (-- CMD always is) */
 	const char *listen;        /* --listen [ADDR:]PORT: serve /metrics and / (NULL: no) */
 	bool listen_public;        /* --listen-public: an address that is not loopback is allowed */
+	enum tracer_attach attach; /* --attach-mode auto|session|multi|perf (tracer/kernel_probe.h) */
+	bool kernel_check;         /* --kernel-check: print what the kernel offers, trace nothing */
 	struct select_opts select; /* --match, --cgroup, --max-processes: processes found by name or
 				      cgroup, now and as they exec (select.h) */
 };

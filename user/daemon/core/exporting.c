@@ -10,6 +10,7 @@
 #include "output/trace_out.h"
 #include "parser/parser.h"
 #include "protocol/protocol.h"
+#include "tracer/kernel_probe.h"
 #include "common/msg.h"
 
 #include <arpa/inet.h>
@@ -137,7 +138,12 @@ void targets_publish(struct targets *ts)
 	}
 	if (plen < page_cap) plen += (size_t)snprintf(page + plen, page_cap - plen, "</table></body></html>\n");
 	if (plen >= page_cap) plen = page_cap - 1;
-	struct metrics_daemon d = {.processes = (uint64_t)k, .attach_failures = ts->attach_failures};
+	struct metrics_daemon d = {.processes = (uint64_t)k, .attach_failures = ts->attach_failures,
+		.version = MEMTRACED_VERSION, .kernel = kernel_features()->release};
+	enum tracer_mode mode;
+	char e[256];
+	if (kernel_attach_mode(kernel_attach(), &mode, e, sizeof e) == 0)
+		d.attach_mode = tracer_mode_short(mode);
 	daemon_figures(ts, &d);
 	size_t len;
 	char *text = metrics_render(p, (size_t)k, &d, &len);

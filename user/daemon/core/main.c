@@ -31,6 +31,7 @@
 #include "status.h"
 #include "targets.h"
 #include "tracer/tracer.h"
+#include "tracer/kernel_probe.h"
 
 #define POLL_MS 100
 #define MIN_POLL_MS 10
@@ -383,6 +384,32 @@ static void release_holds(struct targets *ts)
 	ts->nholds = 0;
 }
 
+/* --kernel-check: what the kernel offers, a line each, and the attach mode; 0 when memtraced
+ * can trace here, 1 when not (the line that says why). */
+static int kernel_check(void)
+{
+	const struct kernel_features *f = kernel_features();
+	printf("kernel %s\n", f->release);
+	const struct { const char *name; bool have; } feats[] = {
+		{"btf", f->btf}, {"ringbuf", f->ringbuf}, {"task_storage", f->task_storage},
+		{"current_task_btf", f->current_task_btf}, {"attach_cookie", f->attach_cookie},
+		{"task_pt_regs", f->task_pt_regs}, {"bpf_loop", f->bpf_loop}, {"find_vma", f->find_vma},
+		{"uprobe_multi", f->uprobe_multi}, {"uprobe_session", f->uprobe_session},
+		{"seccomp_addfd_send", f->seccomp_addfd_send},
+	};
+	for (size_t i = 0; i < sizeof feats / sizeof feats[0]; i++)
+		printf("feature %s %s\n", feats[i].name, feats[i].have ? "yes" : "no");
+	char buf[512];
+	enum tracer_mode mode;
+	if (kernel_attach_mode(kernel_attach(), &mode, buf, sizeof buf) < 0) {
+		printf("cannot trace: %s\n", buf);
+		return 1;
+	}
+	kernel_mode_line(mode, kernel_attach() != TRACER_ATTACH_AUTO, buf, sizeof buf);
+	printf("mode %s: %s\n", tracer_mode_short(mode), buf);
+	return 0;
+}
+
 /* Options, privileges and the live view: an exit status, or -1 to go on. */
 static int parse_and_check(int argc, char **argv, struct cli_opts *o, struct status_view **view)
 {
@@ -397,6 +424,18 @@ static int parse_and_check(int argc, char **argv, struct cli_opts *o, struct sta
 		msg_error("%s", err);
 		return 1;
 	}
+	kernel_set_attach(o->attach);
+	if (o->kernel_check) return kernel_check();
+	/* Whether this kernel can trace, and how: said once, before anything is placed in a
+	 * target (--inject) or a process is selected (--match) */
+	enum tracer_mode mode;
+	if (kernel_attach_mode(o->attach, &mode, err, sizeof err) < 0) {
+		msg_error("%s", err);
+		return 1;
+	}
+	char line[300];
+	kernel_mode_line(mode, o->attach != TRACER_ATTACH_AUTO, line, sizeof line);
+	msg_info("allocator probes: %s", line);
 	/* the live view (status line, --top): checked now, drawn once tracing runs */
 	struct status_opts vo = {.line = !o->no_status && !o->quiet, .top = o->top,
 		.top_interval = o->top_interval, .top_by_function = o->top_by_function, .keys = !o->cmd};

@@ -103,6 +103,17 @@ char *metrics_render(const struct metrics_proc *p, size_t n, const struct metric
 			put(&o, "\",reason=\"%s\"} %llu\n", reason[r], (unsigned long long)v[r]);
 		}
 	}
+	if (d->version && d->kernel && d->attach_mode) {
+		family(&o, "memtraced_build_info", "gauge",
+		       "memtraced's version, the kernel it runs on and how its allocator probes attach.");
+		put(&o, "memtraced_build_info{version=\"");
+		put_label(&o, d->version);
+		put(&o, "\",kernel=\"");
+		put_label(&o, d->kernel);
+		put(&o, "\",attach_mode=\"");
+		put_label(&o, d->attach_mode);
+		put(&o, "\"} 1\n");
+	}
 	family(&o, "memtraced_processes", "gauge", "Processes memtraced traces now.");
 	put(&o, "memtraced_processes %llu\n", (unsigned long long)d->processes);
 	family(&o, "memtraced_attach_failures_total", "counter",

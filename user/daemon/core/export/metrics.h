@@ -27,6 +27,8 @@ struct metrics_daemon {
 	double cpu_seconds;        /* memtraced's user + system time, its parser's included */
 	uint64_t resident_bytes;
 	double ringbuf_fill;       /* the fullest ring buffer's fill, 0 .. 1; < 0: not known (left out) */
+	const char *version, *kernel; /* memtraced_build_info's labels (NULL: left out) */
+	const char *attach_mode;   /* how the allocator probes attach: session, multi, perf */
 };
 
 /* The exposition of n processes and the daemon, NUL-terminated and malloc'ed (*len bytes

@@ -281,6 +281,7 @@ struct session *session_begin(const struct session_opts *o, char *err, size_t er
 		set_err(err, errlen, "cannot attach to PID %d: %s", (int)o->pid, e);
 		goto fail;
 	}
+	s->probes = tracer_mode_name(tracer_mode(s->tracer));
 	session_python_start(s);
 	s->last_tick_ns = trace_out_mono_now_ns();
 	/* Records are queued from now on; they are handled once the trace is started. */
@@ -599,6 +600,7 @@ void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 		fprintf(out, "; no stacks: %s", s->stacks_error);
 	if (t.after_exec) fprintf(out, "; %llu records after the exec ignored (the new program's)",
 				  (unsigned long long)t.after_exec);
+	if (s->probes) fprintf(out, "; probes: %s", s->probes);
 	if (s->trace_lost && trace_path)
 		fprintf(out, "; trace %s cut short by a failed write (%llu bytes)", trace_path,
 			(unsigned long long)t.trace_bytes);

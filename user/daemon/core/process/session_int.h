@@ -33,6 +33,7 @@ struct session {
 	pid_t pid;
 	bool floor;
 	struct tracer *tracer;
+	const char *probes;     /* how its probes attached (tracer_mode_name), for the summary */
 	struct rstacks *stacks;
 	struct trie *trie;
 	struct trace_out *out;

@@ -1,9 +1,9 @@
 /* Loading and attaching the BPF program (bpf/memtraced.bpf.c); stats; closing.
  *
- * Mode: session uprobes (kernel 6.10+: one program sees entry and return, and the entry
- * decides whether the return probe is set) attached through raw uprobe_multi links; where the
- * kernel lacks them, plain uprobes + uretprobes through perf events (libbpf), where every
- * allocation call pays a return probe.
+ * Mode: the fastest the kernel has (kernel_probe.h), attached by attach_modes.h: session
+ * uprobes (6.13+: one program sees entry and return, and the entry decides whether the return
+ * probe is set), else uprobe_multi links with return probes (6.6+), else perf-event uprobes and
+ * uretprobes; in the last two every allocation call pays a return probe.
  *
  * The BPF object itself is shared by the tracers of the same options (tracer_host.c): a
  * tracer is a slot there, its links (per process, carrying its owner in their cookies) and
@@ -25,7 +25,8 @@
 #include "tracer_host.h"
 #include "tracer_internal.h"
 #include "door/door.h"
-#include "uprobe_link.h"
+#include "attach_modes.h"
+#include "kernel_probe.h"
 
 #define SAME(a, b) ((int)(a) == (int)(b))
 _Static_assert(SAME(MT_FN_MALLOC, AF_MALLOC) && SAME(MT_FN_CALLOC, AF_CALLOC) &&
@@ -104,98 +105,33 @@ static int check_sites(const struct alloc_sites *s, char *err, size_t errlen)
 }
 
 
-static int attach_session(struct tracer *t, const struct alloc_sites *s, char *err, size_t errlen)
+/* The attach mode for these options on this kernel: the fastest it has, or the one asked
+ * for, which it must have. */
+static int choose_mode(const struct tracer_opts *o, enum tracer_mode *mode, char *err, size_t errlen)
 {
-	struct memtraced_bpf *sk = host_skel(t);
-	int alloc_prog = bpf_program__fd(t->floor ? sk->progs.floor_session : sk->progs.alloc_session);
-	int free_prog = bpf_program__fd(t->floor ? sk->progs.floor_free : sk->progs.free_probe);
-	bool done[MAX_PROBE_SITES] = { false };
-	/* One link per (object, kind): uprobe_multi takes one path and many offsets. */
-	for (int i = 0; i < s->n; i++) {
-		if (done[i])
-			continue;
-		uint64_t aoff[MAX_PROBE_SITES], acookie[MAX_PROBE_SITES];
-		uint64_t foff[MAX_PROBE_SITES], fcookie[MAX_PROBE_SITES];
-		unsigned na = 0, nf = 0;
-		for (int j = i; j < s->n; j++) {
-			const struct probe_site *p = &s->sites[j];
-			if (done[j] || strcmp(p->path, s->sites[i].path))
-				continue;
-			done[j] = true;
-			if (alloc_fn_is_free(p->fn)) {
-				foff[nf] = p->probe_offset;
-				fcookie[nf++] = MT_COOKIE(p->fn, t->owner);
-			} else {
-				/* the entry or a later emulated site where %rsp has not moved: the
-				 * return address is at [rsp] for the session return */
-				aoff[na] = p->probe_offset;
-				acookie[na++] = MT_COOKIE(p->fn, t->owner);
-			}
+	if (o->usdt) {
+		char lacks[512];
+		if (!kernel_lacks(lacks, sizeof lacks)) {
+			*mode = TRACER_MODE_USDT;
+			return 0;
 		}
-		char pbuf[64];
-		int pfd;
-		const char *path = door_probe_path(s->sites[i].path, &pfd, pbuf, sizeof pbuf);
-		int rc = 0;
-		if (na) {
-			int fd = uprobe_multi_link_create(alloc_prog, UPROBE_ATTACH_SESSION, path, aoff,
-			                                  acookie, na, t->pid, err, errlen);
-			if (fd < 0) rc = -1;
-			else t->link_fds[t->nlink_fds++] = fd;
-		}
-		if (nf && rc == 0) {
-			int fd = uprobe_multi_link_create(free_prog, UPROBE_ATTACH_MULTI, path, foff,
-			                                  fcookie, nf, t->pid, err, errlen);
-			if (fd < 0) rc = -1;
-			else t->link_fds[t->nlink_fds++] = fd;
-		}
-		if (pfd >= 0) close(pfd);
-		if (rc) return -1;
-	}
-	return 0;
-}
-
-static int attach_one(struct tracer *t, struct bpf_program *prog, const struct probe_site *p,
-                      uint64_t offset, bool retprobe, char *err, size_t errlen)
-{
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = MT_COOKIE(p->fn, t->owner),
-		    .retprobe = retprobe);
-	char pbuf[64];
-	int pfd;
-	const char *path = door_probe_path(p->path, &pfd, pbuf, sizeof pbuf);
-	struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, t->pid, path, offset, &uo);
-	int e = errno;
-	if (pfd >= 0) close(pfd);
-	errno = e;
-	if (!l) {
-		snprintf(err, errlen, "cannot attach a %s on %s at %s+0x%llx for pid %d: %s",
-		         retprobe ? "uretprobe" : "uprobe", alloc_fn_name(p->fn), p->path,
-		         (unsigned long long)offset, (int)t->pid, strerror(errno));
+		snprintf(err, errlen, "%s", lacks);
 		return -1;
 	}
-	t->links[t->nlinks++] = l;
-	return 0;
+	return kernel_attach_mode(o->attach, mode, err, errlen);
 }
 
-static int attach_fallback(struct tracer *t, const struct alloc_sites *s, char *err, size_t errlen)
+/* The allocator's sites attached in t's mode (attach_modes.h). */
+static int attach_sites(struct tracer *t, const struct alloc_sites *sites, char *err, size_t errlen)
 {
-	struct memtraced_bpf *sk = host_skel(t);
-	for (int i = 0; i < s->n; i++) {
-		const struct probe_site *p = &s->sites[i];
-		int rc;
-		if (alloc_fn_is_free(p->fn)) {
-			rc = attach_one(t, t->floor ? sk->progs.floor_free : sk->progs.free_probe, p,
-			                p->probe_offset, false, err, errlen);
-		} else {
-			rc = attach_one(t, t->floor ? sk->progs.floor_entry : sk->progs.alloc_entry, p,
-			                p->probe_offset, false, err, errlen);
-			if (!rc)
-				rc = attach_one(t, t->floor ? sk->progs.floor_return : sk->progs.alloc_return,
-				                p, p->probe_offset, true, err, errlen);
-		}
-		if (rc)
-			return -1;
+	switch (t->mode) {
+	case TRACER_MODE_SESSION: return attach_session(t, sites, err, errlen);
+	case TRACER_MODE_MULTI: return attach_multi(t, sites, err, errlen);
+	case TRACER_MODE_PERF: return attach_perf(t, sites, err, errlen);
+	default:
+		snprintf(err, errlen, "a tracer loaded for USDT probes takes tracer_attach_usdt");
+		return -1;
 	}
-	return 0;
 }
 
 struct tracer *tracer_load(pid_t pid, const struct tracer_opts *opts, char *err, size_t errlen)
@@ -222,9 +158,13 @@ struct tracer *tracer_load(pid_t pid, const struct tracer_opts *opts, char *err,
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&t->inbox_cond, &ca);
 	pthread_condattr_destroy(&ca);
+	enum tracer_mode mode;
+	if (choose_mode(opts, &mode, err, errlen)) {
+		tracer_close(t);
+		return NULL;
+	}
 	struct host_key k = {
-		.mode = opts->usdt ? TRACER_MODE_USDT
-		      : opts->no_session ? TRACER_MODE_UPROBE_URETPROBE : TRACER_MODE_SESSION,
+		.mode = mode,
 		.floor = opts->floor && !opts->usdt, .no_mappings = opts->no_mappings || opts->floor,
 		.rate = opts->rate, .stack_bytes = stack_bytes, .ring_bytes = ring_bytes,
 	};
@@ -257,9 +197,7 @@ int tracer_attach(struct tracer *t, const struct alloc_sites *sites, char *err, 
 	}
 	if (check_sites(sites, err, errlen))
 		return -1;
-	int rc = t->mode == TRACER_MODE_SESSION ? attach_session(t, sites, err, errlen)
-	                                        : attach_fallback(t, sites, err, errlen);
-	if (rc)
+	if (attach_sites(t, sites, err, errlen))
 		return -1;
 	return host_start(t, err, errlen);
 }
@@ -313,14 +251,13 @@ int tracer_attach_sites(struct tracer *t, const struct alloc_sites *sites, char 
 		return -1;
 	if (t->mode == TRACER_MODE_USDT)
 		return 0; /* the sampler patches objects loaded later itself */
-	int links = t->mode == TRACER_MODE_SESSION ? t->nlink_fds : t->nlinks;
+	int links = t->nlink_fds + t->nlinks;
 	int need = 2 * sites->n; /* at most: an entry and a return (or free) link per site */
 	if (links + need > TRACER_MAX_LINKS) {
 		snprintf(err, errlen, "too many probe links (%d in place, %d more needed)", links, need);
 		return -1;
 	}
-	return t->mode == TRACER_MODE_SESSION ? attach_session(t, sites, err, errlen)
-	                                      : attach_fallback(t, sites, err, errlen);
+	return attach_sites(t, sites, err, errlen);
 }
 
 void tracer_mute(struct tracer *t)

@@ -42,7 +42,11 @@ struct tracer_opts {
 	                            less when the stack's mapping ends sooner */
 	unsigned ringbuf_bytes;  /* 0: default 4 MiB; a power of two */
 	bool floor;              /* benchmark floor: empty probes on exactly the same sites */
-	bool no_session;         /* force the uprobe + uretprobe fallback (tests, benchmarks) */
+	enum tracer_attach {     /* how allocator probes attach (--attach-mode, kernel_probe.h) */
+		TRACER_ATTACH_AUTO,  /* the fastest mode the kernel has */
+		TRACER_ATTACH_SESSION, TRACER_ATTACH_MULTI, TRACER_ATTACH_PERF, /* that one, or an
+		                        error naming the kernel feature it lacks */
+	} attach;
 	bool usdt;               /* no allocator probes: an in-process sampler's USDT probes
 	                            (tracer_attach_usdt) */
 	bool no_mappings;        /* anonymous mmap/munmap/mremap are not traced (--no-mmap) */
@@ -106,10 +110,12 @@ struct tracer_stats {
 	uint64_t max_record_bytes;         /* the largest one */
 };
 
-enum tracer_mode {
+enum tracer_mode {              /* kernel_probe.h: which kernel has which */
 	TRACER_MODE_SESSION,         /* session uprobes: return probe only for sampled calls */
-	TRACER_MODE_UPROBE_URETPROBE, /* fallback: every allocation call also takes a uretprobe */
-	TRACER_MODE_USDT              /* an in-process sampler's otel_memory:alloc/free probes */
+	TRACER_MODE_MULTI,           /* uprobe_multi links: every allocation call also takes a
+	                                return probe */
+	TRACER_MODE_PERF,            /* perf-event uprobes + uretprobes, a link per site */
+	TRACER_MODE_USDT             /* an in-process sampler's otel_memory:alloc/free probes */
 };
 
 /* The USDT contract of the OpenTelemetry eBPF profiler's memory design: an in-process sampler

@@ -21,6 +21,7 @@
 #include "memtraced.skel.h"
 #include "tracer_host.h"
 #include "tracer_internal.h"
+#include "kernel_probe.h"
 #include "uprobe_link.h"
 
 #define HOST_POLL_MS 20          /* records come without wakeups: the ring is read this often */
@@ -54,13 +55,6 @@ struct tracer_host {
 
 static pthread_mutex_t hosts_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tracer_host *hosts;
-
-/* (Here rather than in tracer.c, which needs this file, not the other way round.) */
-const char *tracer_mode_name(enum tracer_mode mode)
-{
-	return mode == TRACER_MODE_SESSION ? "session uprobes"
-	     : mode == TRACER_MODE_USDT ? "in-process sampler (USDT)" : "uprobe + uretprobe";
-}
 
 static bool same_key(const struct host_key *a, const struct host_key *b)
 {
@@ -97,6 +91,7 @@ static void set_autoload(struct memtraced_bpf *sk, enum tracer_mode mode, bool f
 {
 	bool session = mode == TRACER_MODE_SESSION;
 	bool usdt = mode == TRACER_MODE_USDT;
+	bool multi = mode == TRACER_MODE_MULTI;
 	floor = floor && !usdt;
 	bpf_program__set_autoload(sk->progs.alloc_session, session && !floor);
 	bpf_program__set_autoload(sk->progs.alloc_entry, !session && !usdt && !floor);
@@ -118,6 +113,55 @@ static void set_autoload(struct memtraced_bpf *sk, enum tracer_mode mode, bool f
 		bpf_program__set_expected_attach_type(sk->progs.free_probe, UPROBE_ATTACH_MULTI);
 		bpf_program__set_expected_attach_type(sk->progs.floor_free, UPROBE_ATTACH_MULTI);
 	}
+	if (multi) { /* the perf mode's programs, attached through uprobe_multi links */
+		struct bpf_program *p[] = {sk->progs.alloc_entry, sk->progs.alloc_return,
+			sk->progs.free_probe, sk->progs.floor_entry, sk->progs.floor_return,
+			sk->progs.floor_free};
+		for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+			bpf_program__set_expected_attach_type(p[i], UPROBE_ATTACH_MULTI);
+	}
+}
+
+/* libbpf's messages while a BPF object loads: the verifier's log of a program it refuses runs
+ * to a thousand lines, which go to a file, not the terminal (load_failed). Loads are made
+ * under hosts_lock, one at a time. */
+static char load_log[1 << 20];
+static size_t load_log_len;
+
+static int keep_libbpf(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (load_log_len < sizeof load_log - 1) {
+		int n = vsnprintf(load_log + load_log_len, sizeof load_log - load_log_len, fmt, ap);
+		if (n > 0) load_log_len += (size_t)n;
+		if (load_log_len > sizeof load_log - 1) load_log_len = sizeof load_log - 1;
+	}
+	return 0;
+}
+
+/* The error of a load that failed: the program libbpf names, the verifier's last line, and
+ * the file that holds the whole log. */
+static void load_failed(enum tracer_mode mode, int e, char *err, size_t errlen)
+{
+	char prog[64] = "", last[200] = "", path[] = "/tmp/memtraced-bpf-load-XXXXXX.log";
+	const char *p = strstr(load_log, "prog '");
+	if (p) sscanf(p, "prog '%63[^']'", prog);
+	/* the verifier's verdict: the last line before libbpf's own "-- END PROG LOAD LOG --" */
+	const char *end = strstr(load_log, "-- END PROG LOAD LOG --");
+	if (end) {
+		const char *q = end;
+		while (q > load_log && q[-1] == '\n') q--;
+		const char *b = q;
+		while (b > load_log && b[-1] != '\n') b--;
+		snprintf(last, sizeof last, "%.*s", (int)(q - b), b);
+	}
+	int fd = mkstemps(path, 4);
+	bool saved = fd >= 0 && write(fd, load_log, load_log_len) == (ssize_t)load_log_len;
+	if (fd >= 0) close(fd);
+	const struct kernel_features *f = kernel_features();
+	snprintf(err, errlen, "kernel %s refused the BPF program%s%s%s (%s mode): %s%s%s%s%s",
+	         f->release, prog[0] ? " '" : "", prog, prog[0] ? "'" : "", tracer_mode_name(mode),
+	         strerror(e), last[0] ? "; the verifier: " : "", last,
+	         saved ? "; its whole log: " : "", saved ? path : "");
 }
 
 static struct memtraced_bpf *load(const struct host_key *k, enum tracer_mode mode, char *err,
@@ -141,20 +185,17 @@ static struct memtraced_bpf *load(const struct host_key *k, enum tracer_mode mod
 	int ncpus = libbpf_num_possible_cpus();
 	bpf_map__set_max_entries(sk->maps.scratch, ncpus > 0 ? (unsigned)ncpus : 1);
 	set_autoload(sk, mode, k->floor, k->no_mappings);
+	load_log_len = 0;
+	load_log[0] = 0;
+	libbpf_print_fn_t old = libbpf_set_print(keep_libbpf);
 	int e = memtraced_bpf__load(sk);
+	libbpf_set_print(old);
 	if (e) {
-		snprintf(err, errlen, "cannot load the BPF program (%s mode): %s (run as root, on a "
-		         "kernel with BTF; details in libbpf's messages above)",
-		         tracer_mode_name(mode), strerror(-e));
+		load_failed(mode, -e, err, errlen);
 		memtraced_bpf__destroy(sk);
 		return NULL;
 	}
 	return sk;
-}
-
-static int silent_libbpf(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-	return 0;
 }
 
 /* ---- the ring-buffer thread ---- */
@@ -277,15 +318,8 @@ static struct tracer_host *create(const struct host_key *k, char *err, size_t er
 	h->epfd = h->kick_fd = -1;
 	pthread_mutex_init(&h->lock, NULL);
 	pthread_cond_init(&h->passed_cond, NULL);
-	h->mode = k->mode;
-	if (h->mode == TRACER_MODE_SESSION) {
-		/* A kernel without session uprobes rejects the program: quietly fall back. */
-		libbpf_print_fn_t old = libbpf_set_print(silent_libbpf);
-		h->skel = load(k, h->mode, err, errlen);
-		libbpf_set_print(old);
-		if (!h->skel) h->mode = TRACER_MODE_UPROBE_URETPROBE;
-	}
-	if (!h->skel) h->skel = load(k, h->mode, err, errlen);
+	h->mode = k->mode; /* chosen by probing the kernel (tracer_load): no quiet fallback */
+	h->skel = load(k, h->mode, err, errlen);
 	if (!h->skel) goto fail;
 	h->rb = ring_buffer__new(bpf_map__fd(h->skel->maps.events), dispatch, h, NULL);
 	h->epfd = epoll_create1(EPOLL_CLOEXEC);

@@ -21,7 +21,7 @@ struct memtraced_bpf;
 
 /* What makes two tracers able to share one BPF object. */
 struct host_key {
-	enum tracer_mode mode; /* as asked: a session host may end up a fallback one */
+	enum tracer_mode mode; /* the one chosen for this kernel (kernel_probe.h) */
 	bool floor, no_mappings;
 	double rate;
 	unsigned stack_bytes, ring_bytes;

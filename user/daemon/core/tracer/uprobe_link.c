@@ -20,13 +20,13 @@ struct link_create_uprobe_multi {
 	uint64_t ref_ctr_offsets;
 	uint64_t cookies;
 	uint32_t cnt;
-	uint32_t uprobe_flags;
+	uint32_t uprobe_flags;    /* BPF_F_UPROBE_MULTI_RETURN (1) */
 	uint32_t pid;
 };
 
 int uprobe_multi_link_create(int prog_fd, int attach_type, const char *path,
                              const uint64_t *offsets, const uint64_t *cookies, unsigned cnt,
-                             pid_t pid, char *err, size_t errlen)
+                             pid_t pid, bool retprobe, char *err, size_t errlen)
 {
 	union {
 		struct link_create_uprobe_multi um;
@@ -41,11 +41,13 @@ int uprobe_multi_link_create(int prog_fd, int attach_type, const char *path,
 	a.um.cookies = (uintptr_t)cookies;
 	a.um.cnt = cnt;
 	a.um.pid = pid;
+	a.um.uprobe_flags = retprobe ? 1 : 0;
 	int fd = syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a.attr));
 	if (fd < 0) {
 		int e = errno;
 		snprintf(err, errlen, "cannot attach %s uprobes (%u sites) in %s for pid %d: %s%s",
-		         attach_type == UPROBE_ATTACH_SESSION ? "session" : "multi", cnt, path,
+		         attach_type == UPROBE_ATTACH_SESSION ? "session" : retprobe ? "multi return"
+		                                                          : "multi", cnt, path,
 		         (int)pid, strerror(e),
 		         e == EINVAL ? " (if dmesg says \"ref_ctr_offset mismatch\", another tool holds a "
 		                       "uprobe with a USDT semaphore at the same place)" : "");

@@ -17,6 +17,9 @@ struct memtraced_sampler_check {
 	unsigned long own;        /* ... bound to their own object's definition (a plugin with an
 	                           * allocator of its own, RTLD_DEEPBIND): left alone on purpose */
 	unsigned long missed_slot[SAMPLER_CHECK_KEEP]; /* the first missed slots' addresses */
+	unsigned long other_ns;   /* objects in another link-map namespace (dlmopen): not in
+	                           * dl_iterate_phdr's list, calling their own copy of the
+	                           * allocator, never through a slot the sampler redirects */
 };
 
 #endif

@@ -69,6 +69,9 @@ if wait_file "$TMP/w/ready" && sleep 0.5; then
 else
 	fail privsep_parser_found "the target never got ready: $(tail -n 3 "$TMP/live.err" | tr '\n' ' ')"
 fi
+# the watcher takes at least 5 samples while the target runs (a sample forks a few commands
+# per fd: on a loaded machine a few take longer than the checks above)
+for _ in $(seq 300); do [ "$(cat "$TMP/fd_samples" 2>/dev/null || echo 0)" -ge 5 ] && break; sleep 0.1; done
 touch "$TMP/w/stop"
 wait "$mt"
 rc=$?

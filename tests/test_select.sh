@@ -97,3 +97,19 @@ check select_bad_cgroup_refused test $? = 2
 check select_bad_cgroup_says_why grep -q "no cgroup v2 directory" "$TMP/bad.err"
 "$MT" --match x >/dev/null 2>"$TMP/bad2.err"
 check select_needs_an_output grep -q "give --snapshot-dir" "$TMP/bad2.err"
+
+# ---- nothing selected could be traced (a program without an allocator): exit 1, said, and
+# counted in /metrics' memtraced_attach_failures_total (tests/test_prometheus.sh)
+if [ -x "$TARGETS/inject_nolibc" ]; then
+	cp "$TARGETS/inject_nolibc" "$TMP/nolibc_sel"
+	sleep 30 | "$TMP/nolibc_sel" >/dev/null 2>&1 &
+	PIDS+=("$!")
+	sleep 0.3
+	"$MT" --match nolibc_sel --snapshot-dir "$TMP/s5" --duration 2 >/dev/null 2>"$TMP/none.err"
+	rc=$?
+	stop_all
+	check select_none_traced_exits_1 test "$rc" = 1
+	check select_none_traced_says_so grep -q "error: none of the 1 processes --match/--cgroup selected could be traced" "$TMP/none.err"
+else
+	fail select_none_traced_built "missing $TARGETS/inject_nolibc (run make)"
+fi

@@ -8,6 +8,8 @@
  *   recv accept read_sock poll select msgrcv clock_nanosleep inotify
  *                   the main thread blocks in that call (the socket ones with SO_RCVTIMEO, 60 s)
  *                   until a helper thread, seeing the stop file, lets it go; any EINTR fails
+ *   io_uring        the main thread waits in io_uring_enter(GETEVENTS) for the completion of a
+ *                   read of a pipe that the helper writes (issue 34: a bare EINTR there)
  *   deepbind        a plugin loaded with RTLD_DEEPBIND has its own malloc/free; blocks it
  *                   allocated before the injection are freed by it after, and the reverse
  *   slow_dlopen     a thread dlopens and dlcloses argv[3] again and again, whose constructor
@@ -15,6 +17,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <linux/filter.h>
+#include <linux/io_uring.h>
 #include <linux/seccomp.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -24,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/mman.h>
 #include <sys/msg.h>
 #include <sys/prctl.h>
 #include <sys/select.h>
@@ -158,6 +162,48 @@ static void *releaser(void *arg)
 	return NULL;
 }
 
+/* A read of fds[0] through an io_uring of raw system calls (no liburing), waited for in
+ * io_uring_enter: its result, or -1 with errno (EINTR included: a wake-up we caused). */
+static long uring_read(char *buf)
+{
+	struct io_uring_params p;
+	memset(&p, 0, sizeof p);
+	int rfd = (int)syscall(SYS_io_uring_setup, 4, &p);
+	if (rfd < 0) return -1;
+	size_t sq_sz = p.sq_off.array + p.sq_entries * sizeof(unsigned);
+	size_t cq_sz = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
+	int single = p.features & IORING_FEAT_SINGLE_MMAP;
+	if (single) sq_sz = cq_sz = sq_sz > cq_sz ? sq_sz : cq_sz;
+	char *sq = mmap(NULL, sq_sz, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, rfd,
+			IORING_OFF_SQ_RING);
+	char *cq = single ? sq : mmap(NULL, cq_sz, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+				      rfd, IORING_OFF_CQ_RING);
+	struct io_uring_sqe *sqes = mmap(NULL, p.sq_entries * sizeof *sqes, PROT_READ | PROT_WRITE,
+					 MAP_SHARED | MAP_POPULATE, rfd, IORING_OFF_SQES);
+	if (sq == MAP_FAILED || cq == MAP_FAILED || sqes == MAP_FAILED) return -1;
+	unsigned *tail = (unsigned *)(sq + p.sq_off.tail), mask = *(unsigned *)(sq + p.sq_off.ring_mask);
+	unsigned t = *tail, i = t & mask;
+	memset(&sqes[i], 0, sizeof sqes[i]);
+	sqes[i].opcode = IORING_OP_READ;
+	sqes[i].fd = fds[0];
+	sqes[i].addr = (unsigned long)buf;
+	sqes[i].len = 1;
+	((unsigned *)(sq + p.sq_off.array))[i] = i;
+	__atomic_store_n(tail, t + 1, __ATOMIC_RELEASE);
+	if (syscall(SYS_io_uring_enter, rfd, 1, 0, 0, NULL, 0) != 1) return -1;
+	long r = syscall(SYS_io_uring_enter, rfd, 0, 1, IORING_ENTER_GETEVENTS, NULL, 0);
+	if (r < 0) return -1;
+	unsigned head = *(unsigned *)(cq + p.cq_off.head);
+	if (head == __atomic_load_n((unsigned *)(cq + p.cq_off.tail), __ATOMIC_ACQUIRE)) {
+		errno = ENODATA; /* woken with no completion: not what the program asked for */
+		return -1;
+	}
+	struct io_uring_cqe *c = (struct io_uring_cqe *)(cq + p.cq_off.cqes);
+	r = c[head & *(unsigned *)(cq + p.cq_off.ring_mask)].res;
+	if (r < 0) { errno = (int)-r; return -1; }
+	return r;
+}
+
 static void set_timeout(int fd)
 {
 	struct timeval tv = { 60, 0 };
@@ -223,6 +269,7 @@ static int run_blocking(void)
 		}
 		if (r == 0) r = read(fds[0], buf, 1);
 	} else if (!strcmp(mode, "inotify")) r = read(ino, buf, sizeof buf);
+	else if (!strcmp(mode, "io_uring")) r = uring_read(buf);
 	else return fail("unknown mode", EINVAL);
 	int e = errno;
 	clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -13,12 +13,15 @@
  *   and a walk with no load or unload since the last one (dl_iterate_phdr's adds/subs
  *   counters) returns at once: dlopen pays little.
  * - Locking: the slow patch path only, by a lock word holding the owner's pid, so a child
- *   forked while another thread held it takes it over (no pthread_atfork needed). */
+ *   forked while another thread held it takes it over; a fork waits for a walk under way
+ *   (got_guard_forks: the walk holds ld.so's dl_load_write_lock, which a child must not
+ *   inherit held). */
 #include <dlfcn.h>
 #include <link.h>
 #include <string.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 #include <sys/auxv.h>
@@ -81,6 +84,40 @@ bool got_lock(bool wait)
 void got_unlock(void)
 {
 	__atomic_store_n(&lock_owner, 0, __ATOMIC_RELEASE);
+}
+
+/* A fork waits for a walk under way (issue 34). The walk runs inside dl_iterate_phdr, which
+ * holds ld.so's dl_load_write_lock; glibc's fork resets dl_load_lock and dl_load_tls_lock in
+ * the child but not that one, so a child forked during a walk inherited it held by a thread it
+ * does not have: its next dlopen or dl_iterate_phdr (an exception's unwinding) never returned.
+ * The wait is bounded: a fork from a signal handler that interrupted the walk's own thread
+ * goes on after a second, as before. */
+static __thread bool fork_took_lock;
+
+static void fork_prepare(void)
+{
+	fork_took_lock = false;
+	for (int i = 0; i < 10000; i++) { /* 10000 x 0.1 ms */
+		if (got_lock(false)) {
+			fork_took_lock = true;
+			return;
+		}
+		struct timespec ts = {0, 100000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+static void fork_done(void)
+{
+	if (fork_took_lock) got_unlock(); /* in the child: its pid differs, got_lock takes it over anyway */
+	fork_took_lock = false;
+}
+
+void got_guard_forks(void)
+{
+	static int registered;
+	if (__atomic_exchange_n(&registered, 1, __ATOMIC_ACQ_REL) == 0)
+		pthread_atfork(fork_prepare, fork_done, fork_done);
 }
 
 static int hexval(char c)
@@ -403,6 +440,23 @@ static int read_counters(struct dl_phdr_info *info, size_t size, void *data)
 	return 1;
 }
 
+/* The objects of the link-map namespaces after the first (dlmopen), which dl_iterate_phdr does
+ * not show: glibc 2.35+ chains each namespace's r_debug to the next (r_version 2). Read in a
+ * dl_iterate_phdr callback: ld.so links and unlinks link maps holding the lock it holds then,
+ * so none is freed under us. The first call counts; it stops the iteration. */
+static int count_other_namespaces(struct dl_phdr_info *info, size_t size, void *data)
+{
+	unsigned long *n = data;
+	const struct r_debug *base = &_r_debug;
+	__asm__("" : "+r"(base)); /* glibc's _r_debug is the first r_debug_extended */
+	if (base->r_version < 2) return 1;
+	const struct r_debug_extended *d = ((const struct r_debug_extended *)base)->r_next;
+	for (int ns = 0; d && ns < 16; d = d->r_next, ns++) /* glibc has 16 namespaces at most */
+		for (const struct link_map *m = d->base.r_map; m; m = m->l_next)
+			if (m->l_name && m->l_name[0]) (*n)++;
+	return 1;
+}
+
 static long walk_locked(enum walk_mode mode)
 {
 	struct walk w = {
@@ -433,6 +487,9 @@ static long walk_locked(enum walk_mode mode)
 		memtraced_sampler_check.checked = c.checked;
 		memtraced_sampler_check.missed = c.missed;
 		memtraced_sampler_check.own = c.own;
+		unsigned long other_ns = 0;
+		dl_iterate_phdr(count_other_namespaces, &other_ns);
+		memtraced_sampler_check.other_ns = other_ns;
 		__atomic_store_n(&memtraced_sampler_check.walks, memtraced_sampler_check.walks + 1,
 				 __ATOMIC_RELEASE);
 	}

@@ -14,4 +14,6 @@ long got_restore_locked(void) HIDDEN; /* slots put back; forgets every record */
  * gets the definition behind it in mts_real, and the PLT address in mts_canonical. */
 void got_resolve_canonical(void) HIDDEN;
 
+/* From the first start on, fork waits until no walk is under way (pthread_atfork). */
+void got_guard_forks(void) HIDDEN;
 #endif

@@ -89,12 +89,20 @@ static inline uintptr_t current_sp(void)
 }
 
 /* Is this call nested in another wrapped call of the same thread (operator new -> malloc
- * through libstdc++'s GOT)? Nested calls run deeper on the stack. A marker left behind by an
- * exception thrown through a wrapper (operator new's bad_alloc) sits at or below a later
- * outermost call's rsp, so it is ignored: no depth counter that an unwind could leave raised. */
+ * through libstdc++'s GOT)? Nested calls run deeper on the stack. */
 static inline bool nested_call(const struct sampler_thread *t)
 {
 	return unlikely(t->outer_sp != 0) && current_sp() < t->outer_sp;
+}
+
+/* A nested call failed: the outer call is about to fail too, and operator new fails by
+ * throwing bad_alloc through its wrapper, which then never clears its marker. Left set, the
+ * marker made every later call from a deeper frame look nested: none was seen (issue 34). So
+ * it is cleared now. (A new_handler that frees memory and lets operator new try again makes
+ * that retry count as a call of its own.) */
+static inline void nested_failed(struct sampler_thread *t)
+{
+	t->outer_sp = 0;
 }
 
 /* Number of sample points in a block of size bytes (size > 0), advancing the countdown: the

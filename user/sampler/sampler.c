@@ -29,6 +29,7 @@ long memtraced_sampler_start(unsigned long mean_gap_bytes, unsigned long flags)
 		return -EINVAL;
 	if (blockset_init() != 0 || got_init() != 0)
 		return -ENOMEM;
+	got_guard_forks();
 	got_lock(true);
 	resolve_reals();
 	if (!mts_real.malloc || !mts_real.free) {

@@ -19,7 +19,7 @@
 /* flags of memtraced_sampler_start */
 #define MEMTRACED_SAMPLER_ALL_WORDS 1UL /* rate 1: every allocation, nsamples = (size+7)/8 */
 
-#define MEMTRACED_SAMPLER_VERSION 2
+#define MEMTRACED_SAMPLER_VERSION 3
 
 /* Starts (or, while started, updates the rate of) the sampler: sample points are a Poisson
  * process over allocated bytes with mean gap mean_gap_bytes (= 8 / rate), or every word with

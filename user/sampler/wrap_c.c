@@ -11,12 +11,18 @@
 #include <errno.h>
 #include "internal.h"
 
-/* A wrapped allocation that returns its block. call is evaluated once on every path. */
+/* A wrapped allocation that returns its block. call is evaluated once on every path. A
+ * nested call that fails clears the marker (see nested_failed). */
 #define ALLOC_BODY(fn, size_expr, call)                                                   \
 	do {                                                                              \
 		struct sampler_thread *t = &mts_thread;                                   \
-		if (likely(!mts_alloc_sem) || nested_call(t))                             \
+		if (likely(!mts_alloc_sem))                                               \
 			return call;                                                      \
+		if (nested_call(t)) {                                                     \
+			void *r_ = call;                                                  \
+			if (unlikely(!r_)) nested_failed(t);                              \
+			return r_;                                                        \
+		}                                                                         \
 		uint64_t size_ = (size_expr);                                             \
 		uint64_t n_ = take_samples(t, size_);                                     \
 		t->outer_sp = current_sp();                                               \
@@ -38,11 +44,22 @@ static __attribute__((noinline)) void *malloc_slow(struct sampler_thread *t, siz
 	return p;
 }
 
+static __attribute__((noinline)) void *malloc_nested(struct sampler_thread *t, size_t size)
+{
+	void *p = mts_real.malloc(size);
+	if (unlikely(!p)) nested_failed(t);
+	return p;
+}
+
 /* The hottest path: semaphore, nesting marker, countdown, then a tail call. */
 HIDDEN void *mts_malloc(size_t size)
 {
 	struct sampler_thread *t = &mts_thread;
-	if (likely(!mts_alloc_sem) || nested_call(t) || likely(!countdown_expires(t, size)))
+	if (likely(!mts_alloc_sem))
+		return mts_real.malloc(size);
+	if (nested_call(t))
+		return malloc_nested(t, size);
+	if (likely(!countdown_expires(t, size)))
 		return mts_real.malloc(size);
 	return malloc_slow(t, size);
 }
@@ -78,8 +95,13 @@ HIDDEN void *mts_pvalloc(size_t size)
 HIDDEN int mts_posix_memalign(void **memptr, size_t align, size_t size)
 {
 	struct sampler_thread *t = &mts_thread;
-	if (likely(!mts_alloc_sem) || nested_call(t))
+	if (likely(!mts_alloc_sem))
 		return mts_real.posix_memalign(memptr, align, size);
+	if (nested_call(t)) {
+		int rc = mts_real.posix_memalign(memptr, align, size);
+		if (unlikely(rc != 0)) nested_failed(t);
+		return rc;
+	}
 	uint64_t n = take_samples(t, size);
 	t->outer_sp = current_sp();
 	int rc = mts_real.posix_memalign(memptr, align, size);

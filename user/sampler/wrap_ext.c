@@ -2,8 +2,8 @@
  *
  * Every form of a family shares one wrapper body taking three integer arguments: the unused
  * ones are whatever the caller left in rsi/rdx, passed on untouched, which the callee ignores
- * (SysV x86-64). operator new may throw bad_alloc through its wrapper: the outermost-call marker
- * it leaves behind is harmless (see nested_call). */
+ * (SysV x86-64). operator new may throw bad_alloc through its wrapper: the malloc that failed
+ * under it has cleared the outermost-call marker already (nested_failed). */
 #include "internal.h"
 
 typedef void *(*new_fn)(size_t, uintptr_t, uintptr_t);

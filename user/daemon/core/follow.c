@@ -253,6 +253,7 @@ static void follow_selected(struct targets *ts, pid_t pid, bool just_execd, cons
 		return;
 	}
 	msg_info("PID %d (%s) traced: %s", (int)pid, n->exe, why);
+	ts->selected_traced++;
 	n->pidfd = target_pidfd(pid);
 	char note[512];
 	if (ts->lc) lifecycle_watch(ts->lc, pid, note, sizeof note);

@@ -7,21 +7,41 @@
 
 #include "common/msg.h"
 #include "inject/carried_sampler.h"
+#include "inject/claim.h"
 #include "tracer/tracer.h"
 
-/* The tracer of the sampler's probes in pid (the library need not be mapped yet). */
-static struct tracer *usdt_tracer(const struct cli_opts *o, pid_t pid, const char *path,
-				  char *err, size_t errlen)
+/* The tracer of the sampler's probes in pid, loaded before anything is placed in it: a
+ * kernel that refuses the BPF program leaves the target as it was. */
+static struct tracer *usdt_tracer(const struct cli_opts *o, pid_t pid, char *err, size_t errlen)
 {
 	struct tracer_opts to = {.rate = o->rate, .stack_bytes = o->stack_bytes,
 				 .ringbuf_bytes = o->ring_bytes, .usdt = true,
 				 .no_mappings = o->no_mmap};
 	char e[1024] = "";
 	struct tracer *t = tracer_load(pid, &to, e, sizeof e);
-	if (t && tracer_attach_usdt(t, path, e, sizeof e) == 0) return t;
-	tracer_close(t);
+	if (!t) snprintf(err, errlen, "PID %d: the sampler's probes cannot be traced: %s", (int)pid, e);
+	return t;
+}
+
+/* ... and attached once the library is there (the path as the target sees it). */
+static int usdt_attach(struct tracer *t, pid_t pid, const char *path, char *err, size_t errlen)
+{
+	char e[1024] = "";
+	if (tracer_attach_usdt(t, path, e, sizeof e) == 0) return 0;
 	snprintf(err, errlen, "PID %d: the sampler's probes cannot be traced: %s", (int)pid, e);
-	return NULL;
+	return -1;
+}
+
+/* Both at once: a sampler that is in the process already. */
+static struct tracer *usdt_tracer_attached(const struct cli_opts *o, pid_t pid, const char *path,
+					   char *err, size_t errlen)
+{
+	struct tracer *t = usdt_tracer(o, pid, err, errlen);
+	if (t && usdt_attach(t, pid, path, err, errlen)) {
+		tracer_close(t);
+		t = NULL;
+	}
+	return t;
 }
 
 int inject_mode_prepare(const struct cli_opts *o, pid_t pid, bool spawned, struct sampler_ctl **ctl,
@@ -35,7 +55,25 @@ int inject_mode_prepare(const struct cli_opts *o, pid_t pid, bool spawned, struc
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
+	/* one --inject session per process: a second is refused, or traces with uprobes */
+	pid_t holder;
+	c->claim_fd = inject_claim(pid, &holder, why, sizeof why);
+	if (c->claim_fd < 0) {
+		sampler_ctl_free(c, true);
+		if (o->inject == CLI_INJECT_REQUIRED || holder == 0) {
+			snprintf(err, errlen, "--inject%s: %.4000s",
+				 o->inject == CLI_INJECT_REQUIRED ? "=required" : "", why);
+			return -1;
+		}
+		msg_warn("--inject: %s: tracing it with uprobes", why);
+		return 1;
+	}
 	int placed = sampler_library_path(path, sizeof path, why, sizeof why);
+	struct tracer *t = NULL;
+	if (placed == 0 && !(t = usdt_tracer(o, pid, err, errlen))) {
+		sampler_ctl_free(c, true);
+		return -1;
+	}
 	if (placed == 0 && spawned) { /* placed at its entry point (inject_mode_at_entry) */
 		c->pid = pid;
 		snprintf(c->path, sizeof c->path, "%s", path);
@@ -44,14 +82,16 @@ int inject_mode_prepare(const struct cli_opts *o, pid_t pid, bool spawned, struc
 	}
 	c->rate = o->rate;
 	if (placed == 0) {
-		*tracer = usdt_tracer(o, pid, c->path, err, errlen);
-		if (!*tracer) {
+		if (usdt_attach(t, pid, c->path, err, errlen)) {
+			tracer_close(t);
 			sampler_ctl_free(c, true);
 			return -1;
 		}
+		*tracer = t;
 		*ctl = c;
 		return 0;
 	}
+	tracer_close(t);
 	sampler_ctl_free(c, true);
 	if (o->inject == CLI_INJECT_REQUIRED) {
 		snprintf(err, errlen, "--inject=required: cannot place the sampler into PID %d: %.4000s",
@@ -74,7 +114,21 @@ static int check_slots(struct sampler_ctl *ctl, bool required, char *err, size_t
 			 e[0] ? e : "no check made");
 		return 0;
 	}
-	if (ck.missed == 0) {
+	if (ck.other_ns) {
+		/* calls that no redirected slot sees: the check cannot pass */
+		snprintf(e, sizeof e, "%lu objects of PID %d were loaded with dlmopen into another "
+			 "link-map namespace, where they call their own copy of the allocator: their "
+			 "allocations never reach the sampler (--inject=no traces them with uprobes)",
+			 ck.other_ns, (int)ctl->pid);
+		if (required) {
+			snprintf(err, errlen, "--inject=required: %s", e);
+			char e2[256];
+			sampler_stop(ctl, e2, sizeof e2);
+			return -1;
+		}
+		msg_warn("PID %d: GOT check failed: %s", (int)ctl->pid, e);
+	}
+	if (ck.missed == 0 && !ck.other_ns) {
 		msg_info("PID %d: GOT check passed: all %lu slots of the allocation functions lead to "
 			 "the sampler%s", (int)ctl->pid, ck.checked - ck.own,
 			 ck.own ? "" : " (none bound to another allocator)");
@@ -83,6 +137,7 @@ static int check_slots(struct sampler_ctl *ctl, bool required, char *err, size_t
 				 (int)ctl->pid, ck.own);
 		return 0;
 	}
+	if (ck.missed == 0) return 0;
 	char names[1600] = "";
 	size_t len = 0;
 	for (unsigned long i = 0; i < ck.missed && i < SAMPLER_CHECK_KEEP; i++) {
@@ -145,7 +200,7 @@ int inject_mode_use_carried(const struct cli_opts *o, pid_t pid, struct tracer *
 	*tracer = NULL;
 	char path[4200], err[1200] = "";
 	if (carried_sampler_find(pid, path, sizeof path) != 0) return 0;
-	*tracer = usdt_tracer(o, pid, path, err, sizeof err);
+	*tracer = usdt_tracer_attached(o, pid, path, err, sizeof err);
 	if (!*tracer) {
 		msg_warn("PID %d carries an in-process sampler (%s) that cannot be traced (%s): "
 			 "tracing it with uprobes", (int)pid, path, err);
@@ -159,7 +214,7 @@ int inject_mode_use_carried(const struct cli_opts *o, pid_t pid, struct tracer *
 struct tracer *inject_mode_child_tracer(const struct cli_opts *o, pid_t pid, const char *path)
 {
 	char err[1200] = "";
-	struct tracer *t = usdt_tracer(o, pid, path, err, sizeof err);
+	struct tracer *t = usdt_tracer_attached(o, pid, path, err, sizeof err);
 	if (!t)
 		msg_warn("PID %d (a fork of a process with the sampler): %s; tracing it with uprobes",
 			 (int)pid, err);

@@ -518,6 +518,12 @@ int main(int argc, char **argv)
 	bool all_ok = trace_until_done(&ts, view, &exited, &wstatus);
 	targets_print_traces(&ts);
 	rc = spawn ? wait_command(&ts, sp.pid, exited, wstatus) : all_ok ? 0 : 1;
+	if (select_active(&o.select) && !ts.selected_traced && ts.attach_failures) {
+		/* a host service that traced nothing it selected has failed, whatever the reason */
+		msg_error("none of the %llu processes --match/--cgroup selected could be traced",
+			  (unsigned long long)ts.attach_failures);
+		rc = 1;
+	}
 	release_holds(&ts);
 	exec_prep_free(ts.prep);
 	tracer_close_wait();

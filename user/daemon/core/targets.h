@@ -68,6 +68,7 @@ struct targets {
 	struct trace_record *traces;     /* the trace files written, for the final list */
 	int ntraces, traces_cap;
 	uint64_t attach_failures;        /* selected processes that could not be traced (--listen) */
+	uint64_t selected_traced;        /* selected processes traced (--match, --cgroup) */
 };
 
 /* Why tracing of a target ends (the message and the summary follow from it). */

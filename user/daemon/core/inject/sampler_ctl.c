@@ -148,7 +148,9 @@ static int agent_job(struct sampler_ctl *c, uint64_t op, uint64_t a0, uint64_t a
 
 int sampler_place(pid_t pid, const char *path, struct sampler_ctl *c, char *err, size_t errlen)
 {
+	int claim = c->claim_fd; /* the session's, kept */
 	memset(c, 0, sizeof *c);
+	c->claim_fd = claim;
 	c->pid = pid;
 	snprintf(c->path, sizeof c->path, "%s", path);
 	test_kill_hook("place");
@@ -222,6 +224,7 @@ void sampler_ctl_free(struct sampler_ctl *c, bool alive)
 		inject_agent_close(c->agent);
 	}
 	safe_moment_close(c->safety);
+	if (c->claim_fd >= 0) close(c->claim_fd);
 	free(c);
 }
 int sampler_read_check(const struct sampler_ctl *c, struct memtraced_sampler_check *out,

@@ -12,7 +12,7 @@
 #include "sampler_check.h"
 
 #define SAMPLER_LIB_NAME "libmemtraced_sampler.so"
-#define SAMPLER_VERSION 2
+#define SAMPLER_VERSION 3
 
 struct sampler_ctl {
 	pid_t pid;
@@ -27,6 +27,7 @@ struct sampler_ctl {
 	struct safe_moment *safety; /* its check of the thread that creates the agent thread */
 	long safe_wait_ms;      /* the last job's wait for a safe moment */
 	pid_t agent_stub_tid;   /* the thread that created its agent thread */
+	int claim_fd;           /* this session's claim of the process (claim.h), -1: none */
 };
 
 /* The library memtraced places: $MEMTRACED_SAMPLER, else ../lib/libmemtraced_sampler.so next to

@@ -105,7 +105,8 @@ int inject_check_target(pid_t pid, char *err, size_t errlen)
  * is true for our PTRACE_INTERRUPT too) instead of an -ERESTART* code the kernel restarts:
  * signal(7)'s calls that are "never restarted" (socket calls on a socket with SO_RCVTIMEO or
  * SO_SNDTIMEO, the reads and writes of such a socket and of an inotify fd, the epoll, poll
- * and select families, System V IPC, sleeps, AIO, sigtimedwait). Each returns -EINTR only when
+ * and select families, System V IPC, sleeps, AIO, sigtimedwait), and io_uring_enter waiting
+ * for completions (issue 34). Each returns -EINTR only when
  * it did nothing yet (no byte moved, no connection taken), so starting it again is what the
  * program would have seen without us. close() is not one: its EINTR comes after the fd is
  * gone. */
@@ -121,6 +122,7 @@ bool inject_returns_bare_eintr(long nr)
 	case SYS_msgrcv: case SYS_msgsnd: case SYS_semop: case SYS_semtimedop:
 	case SYS_nanosleep: case SYS_clock_nanosleep:
 	case SYS_rt_sigtimedwait: case SYS_io_getevents: case SYS_io_pgetevents:
+	case SYS_io_uring_enter: /* waiting for completions; -EINTR only when it submitted none */
 		return true;
 	}
 	return false;
@@ -161,7 +163,7 @@ static bool in_bare_eintr_call(pid_t pid, pid_t tid)
 	case SYS_sendto: case SYS_sendmsg: case SYS_sendmmsg:
 	case SYS_epoll_wait: case SYS_epoll_pwait: case SYS_epoll_pwait2:
 	case SYS_rt_sigtimedwait: case SYS_semop: case SYS_semtimedop:
-	case SYS_io_getevents: case SYS_io_pgetevents:
+	case SYS_io_getevents: case SYS_io_pgetevents: case SYS_io_uring_enter:
 		break;
 	default:
 		return false;
@@ -191,6 +193,18 @@ long inject_thread_seccomp(pid_t pid, pid_t tid)
 		}
 	fclose(f);
 	return v;
+}
+
+/* An io_uring worker (iou-wrk-N, iou-sqp-N): a kernel thread in the process's thread list
+ * that never runs user code, nor can be ptraced. */
+static bool thread_io_worker(pid_t pid, pid_t tid)
+{
+	char comm[32] = "";
+	FILE *f = door_proc_fopen(pid, "task/%d/comm", (int)tid);
+	if (!f) return false;
+	bool ok = fgets(comm, sizeof comm, f) != NULL;
+	fclose(f);
+	return ok && strncmp(comm, "iou-", 4) == 0;
 }
 
 static bool thread_zombie(pid_t pid, pid_t tid)
@@ -225,7 +239,7 @@ int inject_thread_candidates(pid_t pid, pid_t *out, int *ranks, int max, int *co
 	struct dirent *e;
 	while ((e = readdir(d)) && n < max) {
 		pid_t tid = atoi(e->d_name);
-		if (tid <= 0 || thread_zombie(pid, tid)) continue;
+		if (tid <= 0 || thread_zombie(pid, tid) || thread_io_worker(pid, tid)) continue;
 		if (inject_thread_seccomp(pid, tid) != 0) { /* its filter could kill us: never it */
 			(*confined)++;
 			continue;

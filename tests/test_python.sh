@@ -92,7 +92,9 @@ mkfifo "$TMP/inj.in"
 prog=$!
 exec 7>"$TMP/inj.in"
 for _ in $(seq 100); do grep -q ready "$TMP/inj.out" && break; sleep 0.1; done
-timeout 300 "$MT" --inject=required --rate $RATE -p $prog -o "$TMP/inj.ctf" >/dev/null 2>"$TMP/inj.err" &
+# (a 32 MiB ring: its records carry deep C stacks, up to 64 KiB each, 1,800 a second; the
+# default 4 MiB ring overflowed whenever the daemon stalled 50 ms on a loaded machine)
+timeout 300 "$MT" --inject=required --rate $RATE --ring-size 33554432 -p $prog -o "$TMP/inj.ctf" >/dev/null 2>"$TMP/inj.err" &
 mt=$!
 for _ in $(seq 300); do grep -q "tracing PID $prog" "$TMP/inj.err" && break; sleep 0.1; done
 echo go >&7
@@ -107,7 +109,7 @@ read -r _ est whole _ < <(grep "^make_bytes " "$TMP/inj.check")
 if [ $rc = 0 ] && [ -n "$truth" ] && [ -n "$est" ] && awk -v t="$truth" -v e="$est" -v w="$whole" 'BEGIN {d = e - t; if (d < 0) d = -d; exit !(d <= 0.10 * t && w >= 0.95)}'; then
 	pass inject_python_frames
 else
-	fail inject_python_frames "exit $rc: estimated ${est:-none} of ${truth:-none}, whole ${whole:-0}: $(grep -o 'CPython[^;]*' "$TMP/inj.err") $(tail -c 300 "$TMP/inj.err")"
+	fail inject_python_frames "exit $rc: estimated ${est:-none} of ${truth:-none}, whole ${whole:-0}: $(grep -o '[0-9]* sampled\|dropped: [^;]*' "$TMP/inj.err" | tr '\n' ' ') $(grep -o 'CPython[^;]*' "$TMP/inj.err") $(tail -c 300 "$TMP/inj.err")"
 fi
 
 # 8 threads, each allocating in its own function

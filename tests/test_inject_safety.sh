@@ -167,3 +167,18 @@ else fail inject_dlmopen_check_does_not_pass "exit $rc_a: $(grep -E 'GOT|error' 
 if [ $rc_t = 0 ] && grep -q '^result ok' "$dir/out"; then pass inject_dlmopen_target_unharmed
 else fail inject_dlmopen_target_unharmed "exit $rc_t: $(tail -n 2 "$dir/out" | tr '\n' ' ')"; fi
 
+
+# Messages that say what happened (issue 34): a process that gdb holds is "already traced by
+# pid N (gdb)", not "stopped: continue it (SIGCONT)".
+dir=$TMP/gdb
+mkdir -p "$dir"
+"$TARGETS/sites" wait "$dir" >"$dir/out" 2>&1 & tpid=$!
+wait_file "$dir/ready" 100
+gdb -q -p $tpid -batch -ex "shell sleep 4" >/dev/null 2>&1 & gpid=$!
+for _ in $(seq 100); do [ "$(awk '/^TracerPid:/ { print $2 }' /proc/$tpid/status)" != 0 ] && break; sleep 0.05; done
+timeout 60 "$MT" -p $tpid --inject=required -d 1 -o "$dir/t.ctf" 2>"$dir/mt.err"; rc=$?
+wait $gpid
+touch "$dir/stop"; wait $tpid
+if [ $rc != 0 ] && grep -q "is already traced by pid [0-9]* (gdb)" "$dir/mt.err"
+then pass inject_held_by_gdb_says_so
+else fail inject_held_by_gdb_says_so "exit $rc: $(tail -n 2 "$dir/mt.err" | tr '\n' ' ')"; fi

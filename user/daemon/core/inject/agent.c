@@ -330,8 +330,11 @@ int inject_agent_run(struct inject_agent *a, const char *path, uint64_t op, uint
 		return -1;
 	}
 	if (wait_word(a, a->region + INJECT_AGENT_OFF_DONE, r.seq, timeout_ms) != 0) {
-		inject_err(err, errlen, "pid %d: the agent thread has not finished in %ld ms (it goes on "
-			   "by itself)", (int)a->pid, timeout_ms);
+		if (kill(a->pid, 0) != 0 && errno == ESRCH)
+			inject_err(err, errlen, "pid %d exited while the agent thread ran", (int)a->pid);
+		else
+			inject_err(err, errlen, "pid %d: the agent thread has not finished in %ld ms (it "
+				   "goes on by itself)", (int)a->pid, timeout_ms);
 		return -1;
 	}
 	a->busy = false;

@@ -154,6 +154,12 @@ int sampler_place(pid_t pid, const char *path, struct sampler_ctl *c, char *err,
 	c->pid = pid;
 	snprintf(c->path, sizeof c->path, "%s", path);
 	test_kill_hook("place");
+	char proc[32];
+	snprintf(proc, sizeof proc, "/proc/%d", (int)pid);
+	if (access(proc, F_OK) != 0) {
+		snprintf(err, errlen, "PID %d exited", (int)pid);
+		return -1;
+	}
 	if (!same_root(pid)) {
 		snprintf(err, errlen, "PID %d runs in another root directory (a container?): the sampler "
 			 "library is not visible there", (int)pid);

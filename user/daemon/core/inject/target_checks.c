@@ -70,18 +70,20 @@ int inject_check_target(pid_t pid, char *err, size_t errlen)
 		inject_err(err, errlen, "pid %d is exiting (%s)", (int)pid, state);
 		return -1;
 	}
-	if (state[0] == 'T' || state[0] == 't') {
-		/* its other threads are stopped: our call could wait forever on a lock they hold */
-		inject_err(err, errlen, "pid %d is stopped (%s): continue it (SIGCONT) first", (int)pid,
-		           state);
-		return -1;
-	}
+	/* a debugger (or another memtraced) holding it: said before its stop, which is the
+	 * tracer's doing, not a SIGSTOP to undo (issue 34) */
 	long tracer = status_field(pid, "TracerPid", NULL, 0);
 	if (tracer > 0) {
 		char comm[64] = "?";
 		door_proc_line((pid_t)tracer, "comm", comm, sizeof comm);
 		inject_err(err, errlen, "pid %d is already traced by pid %ld (%s): a process has one "
 		           "tracer at a time", (int)pid, tracer, comm);
+		return -1;
+	}
+	if (state[0] == 'T' || state[0] == 't') {
+		/* its other threads are stopped: our call could wait forever on a lock they hold */
+		inject_err(err, errlen, "pid %d is stopped (%s): continue it (SIGCONT) first", (int)pid,
+		           state);
 		return -1;
 	}
 	long seccomp = status_field(pid, "Seccomp", NULL, 0);

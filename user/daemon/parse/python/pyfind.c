@@ -152,7 +152,10 @@ static bool debug_offsets(struct pyproc *p, uint64_t runtime, struct mt_py_layou
 
 /* Does the layout fit the running interpreter? Its first interpreter's thread states point
  * back to it, and one is a thread of the process. An interpreter not started yet (a program
- * caught at its exec) cannot say: taken as is, the walk's failures are counted. */
+ * caught at its exec) cannot say: taken as is, the walk's failures are counted. Nor can one
+ * whose thread state is not bound to its thread yet (native thread id 0: a spawned 3.13
+ * caught between _PyThreadState_New and its binding lost its Python frames for the whole
+ * run, 1 of about 10 test runs). */
 static bool layout_fits(struct pyproc *p, uint64_t runtime, const struct mt_py_layout *L,
 			char *note, size_t notelen)
 {
@@ -163,13 +166,16 @@ static bool layout_fits(struct pyproc *p, uint64_t runtime, const struct mt_py_l
 	}
 	if (!interp) return true;
 	if (read_u64(p, interp + L->interp_threads_head, &t) < 0) t = 0;
-	bool ours = false;
+	if (!t) return true; /* no thread state yet: cannot say either */
+	bool ours = false, unbound = false;
 	int n = 0;
 	for (; t && n < 256; n++) {
 		if (read_u64(p, t + 16, &back) < 0 || back != interp ||  /* PyThreadState.interp */
 		    read_u64(p, t + L->tstate_native_tid, &tid) < 0)
 			break;
-		if (tid == (uint64_t)p->pid) {
+		if (tid == 0) {
+			unbound = true;
+		} else if (tid == (uint64_t)p->pid) {
 			ours = true;
 		} else if (!ours && tid > 0 && tid < (1u << 22)) { /* the main thread may be gone */
 			char path[64];
@@ -180,7 +186,7 @@ static bool layout_fits(struct pyproc *p, uint64_t runtime, const struct mt_py_l
 		}
 		if (read_u64(p, t + L->tstate_next, &t) < 0) break;
 	}
-	if (!t && ours) return true;
+	if (!t && (ours || unbound)) return true;
 	snprintf(note, notelen, "the offsets do not fit its thread states (a debug build, or one "
 		 "configured otherwise than a release build)");
 	return false;

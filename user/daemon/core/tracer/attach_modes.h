@@ -27,6 +27,14 @@ struct object_sites {
  * every site is done. */
 bool object_sites_next(const struct alloc_sites *s, bool *done, uint32_t owner,
                        struct object_sites *o);
-/* Adds a link fd made for t (closed at detach). */
-void tracer_add_link_fd(struct tracer *t, int fd);
+/* One uprobe_multi link per object: which program, with which attach type, at which sites. */
+struct object_link {
+	int prog;           /* program fd */
+	int attach_type;    /* UPROBE_ATTACH_MULTI or UPROBE_ATTACH_SESSION */
+	bool retprobe;      /* return probes (MULTI only) */
+	bool frees;         /* at the free functions, else at the allocation functions */
+};
+/* For every object of s, the n links in order (session and multi modes). */
+int attach_by_object(struct tracer *t, const struct alloc_sites *s,
+                     const struct object_link *links, int n, char *err, size_t errlen);
 #endif

@@ -40,17 +40,9 @@ bool object_sites_next(const struct alloc_sites *s, bool *done, uint32_t owner,
 	return true;
 }
 
-void tracer_add_link_fd(struct tracer *t, int fd)
+int attach_by_object(struct tracer *t, const struct alloc_sites *s,
+                     const struct object_link *links, int n, char *err, size_t errlen)
 {
-	t->link_fds[t->nlink_fds++] = fd;
-}
-
-int attach_multi(struct tracer *t, const struct alloc_sites *s, char *err, size_t errlen)
-{
-	struct memtraced_bpf *sk = host_skel(t);
-	int entry = bpf_program__fd(t->floor ? sk->progs.floor_entry : sk->progs.alloc_entry);
-	int ret = bpf_program__fd(t->floor ? sk->progs.floor_return : sk->progs.alloc_return);
-	int free_prog = bpf_program__fd(t->floor ? sk->progs.floor_free : sk->progs.free_probe);
 	bool done[MAX_PROBE_SITES] = {false};
 	struct object_sites o;
 	while (object_sites_next(s, done, t->owner, &o)) {
@@ -58,23 +50,34 @@ int attach_multi(struct tracer *t, const struct alloc_sites *s, char *err, size_
 		int pfd;
 		const char *path = door_probe_path(o.path, &pfd, pbuf, sizeof pbuf);
 		int rc = 0;
-		/* the return link first: an entry that records a call whose return is not probed
-		 * yet would leave it in flight */
-		const struct { int prog; bool ret; bool frees; } links[] = {
-			{ret, true, false}, {entry, false, false}, {free_prog, false, true},
-		};
-		for (size_t k = 0; k < 3 && rc == 0; k++) {
-			unsigned n = links[k].frees ? o.nf : o.na;
-			if (!n) continue;
-			int fd = uprobe_multi_link_create(links[k].prog, UPROBE_ATTACH_MULTI, path,
+		for (int k = 0; k < n && rc == 0; k++) {
+			unsigned cnt = links[k].frees ? o.nf : o.na;
+			if (!cnt) continue;
+			int fd = uprobe_multi_link_create(links[k].prog, links[k].attach_type, path,
 			                                  links[k].frees ? o.foff : o.aoff,
-			                                  links[k].frees ? o.fcookie : o.acookie, n,
-			                                  t->pid, links[k].ret, err, errlen);
+			                                  links[k].frees ? o.fcookie : o.acookie, cnt,
+			                                  t->pid, links[k].retprobe, err, errlen);
 			if (fd < 0) rc = -1;
-			else tracer_add_link_fd(t, fd);
+			else t->link_fds[t->nlink_fds++] = fd;
 		}
 		if (pfd >= 0) close(pfd);
 		if (rc) return -1;
 	}
 	return 0;
+}
+
+int attach_multi(struct tracer *t, const struct alloc_sites *s, char *err, size_t errlen)
+{
+	struct memtraced_bpf *sk = host_skel(t);
+	/* the return link first: an entry that records a call whose return is not probed yet
+	 * would leave it in flight */
+	const struct object_link links[] = {
+		{bpf_program__fd(t->floor ? sk->progs.floor_return : sk->progs.alloc_return),
+		 UPROBE_ATTACH_MULTI, true, false},
+		{bpf_program__fd(t->floor ? sk->progs.floor_entry : sk->progs.alloc_entry),
+		 UPROBE_ATTACH_MULTI, false, false},
+		{bpf_program__fd(t->floor ? sk->progs.floor_free : sk->progs.free_probe),
+		 UPROBE_ATTACH_MULTI, false, true},
+	};
+	return attach_by_object(t, s, links, 3, err, errlen);
 }

@@ -18,7 +18,7 @@ MT=$BIN/memtraced
 H=$TARGETS/inject_hostile
 NOPIE=$TARGETS/inject_nopie
 PLUGIN=$TOP/$BUILD/tests/plugins/own_alloc.so
-for f in "$MT" "$H" "$NOPIE" "$PLUGIN" "$TARGETS/inject_badalloc"; do
+for f in "$MT" "$H" "$NOPIE" "$PLUGIN" "$TARGETS/inject_badalloc" "$TARGETS/inject_stacks"; do
 	if [ ! -e "$f" ]; then
 		fail inject_safety_built "missing $f (run make)"
 		exit 0
@@ -182,3 +182,29 @@ touch "$dir/stop"; wait $tpid
 if [ $rc != 0 ] && grep -q "is already traced by pid [0-9]* (gdb)" "$dir/mt.err"
 then pass inject_held_by_gdb_says_so
 else fail inject_held_by_gdb_says_so "exit $rc: $(tail -n 2 "$dir/mt.err" | tr '\n' ' ')"; fi
+
+# Stacks with little or unknown room below rsp (issue 34): the main thread (the first thread
+# to stop) waits on a 16 KiB stack with 2.5 KB left above a guard page, on a stack of its own
+# without a guard (canary bytes below), or in a signal handler on an 8 KiB sigaltstack inside a
+# malloc'd block (canary bytes below). The stub must run on the helper thread instead: five
+# attaches each, the target exits 0 with its canaries intact.
+ST=$TARGETS/inject_stacks
+for mode in small_stack user_stack altstack; do
+	bad="" ok=0
+	for run in 1 2 3 4 5; do
+		dir=$TMP/$mode.$run
+		mkdir -p "$dir"
+		"$ST" $mode "$dir/stop" >"$dir/out" 2>&1 & tpid=$!
+		for _ in $(seq 100); do grep -q '^ready' "$dir/out" && break; sleep 0.05; done
+		timeout 60 "$MT" -p $tpid --inject=required --rate 1e-4 -d 0.5 -o "$dir/t.ctf" 2>"$dir/mt.err"; rc=$?
+		touch "$dir/stop"; wait $tpid; rc_t=$?
+		by=$(sed -n 's/.*sampler placed.*created by thread \([0-9]*\).*/\1/p' "$dir/mt.err")
+		if [ $rc_t != 0 ] || ! grep -q "^result $mode ok" "$dir/out"; then
+			bad="run $run: target exit $rc_t: $(tail -n 1 "$dir/out")"
+		elif [ $rc != 0 ] || [ -z "$by" ] || [ "$by" = $tpid ]; then
+			bad="run $run: memtraced exit $rc, stub on thread '${by}' (main $tpid): $(tail -n 1 "$dir/mt.err")"
+		else ok=$((ok + 1)); fi
+	done
+	if [ $ok = 5 ]; then pass "inject_${mode}_not_used"
+	else fail "inject_${mode}_not_used" "$ok of 5: $bad"; fi
+done

@@ -22,7 +22,9 @@ done
 VM=$TOP/tests/vm
 for k in $KERNELS; do
 	logs=$TOP/$BUILD/test-logs/kernels/$k
-	rm -rf "$logs"; mkdir -p "$logs"
+	# A retry of this script keeps the earlier attempt's logs (a guest panic's console above all).
+	[ -d "$logs" ] && { rm -rf "$logs.previous"; mv "$logs" "$logs.previous"; }
+	mkdir -p "$logs"
 	if ! kdir=$(bash "$VM/fetch_kernel.sh" "$k" "$TOP/$BUILD/kernels" 2>"$logs/fetch.err"); then
 		fail "kernel_${k}_fetched" "$(tail -n 2 "$logs/fetch.err" | tr '\n' ' ')"
 		continue

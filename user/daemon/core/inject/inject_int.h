@@ -3,6 +3,8 @@
 #define MEMTRACED_INJECT_INT_H
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #include "inject.h"
 
@@ -23,6 +25,13 @@ int inject_thread_candidates(pid_t pid, pid_t *out, int *ranks, int max, int *co
 bool inject_returns_bare_eintr(long nr);
 /* The Seccomp: mode of one thread (/proc/PID/task/TID/status), -1 if unknown. */
 long inject_thread_seccomp(pid_t pid, pid_t tid);
+
+/* Does the stopped thread's stack have room for the agent's stub below rsp (stack_room.c)?
+ * Known only on the main thread's [stack] and above a guard page; why says what is wrong. The
+ * stub takes about 3.2 KB (red zone, registers, XSAVE area, pthread_create): the margin is
+ * more than twice that. */
+#define INJECT_STUB_STACK_NEED 8192
+bool inject_stack_room(pid_t pid, pid_t tid, uint64_t rsp, char *why, size_t whylen);
 
 /* Address of a `syscall` instruction (0f 05) in an executable mapping of pid: the return
  * address of injected calls (remote_syms.c). */

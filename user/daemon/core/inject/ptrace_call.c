@@ -568,6 +568,8 @@ int inject_redirect(pid_t pid, uint64_t entry, inject_safe_fn safe, void *safe_c
 			bool ok = !in_rseq_section(s);
 			if (!ok)
 				inject_err(why, sizeof why, "thread %d is in an rseq critical section", (int)s->tid);
+			else if (!inject_stack_room(pid, s->tid, s->stopped.rsp, why, sizeof why))
+				ok = false, unsafe++;
 			else if (safe && !safe(safe_ctx, pid, s->tid, &s->stopped, why, sizeof why))
 				ok = false, unsafe++;
 			/* nothing of it changed but the restart already written: let it go as it is */

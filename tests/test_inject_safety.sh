@@ -18,7 +18,7 @@ MT=$BIN/memtraced
 H=$TARGETS/inject_hostile
 NOPIE=$TARGETS/inject_nopie
 PLUGIN=$TOP/$BUILD/tests/plugins/own_alloc.so
-for f in "$MT" "$H" "$NOPIE" "$PLUGIN" "$TARGETS/inject_badalloc" "$TARGETS/inject_stacks"; do
+for f in "$MT" "$H" "$NOPIE" "$PLUGIN" "$TARGETS/inject_badalloc" "$TARGETS/inject_stacks" "$TARGETS/inject_cave"; do
 	if [ ! -e "$f" ]; then
 		fail inject_safety_built "missing $f (run make)"
 		exit 0
@@ -208,3 +208,29 @@ for mode in small_stack user_stack altstack; do
 	if [ $ok = 5 ]; then pass "inject_${mode}_not_used"
 	else fail "inject_${mode}_not_used" "$ok of 5: $bad"; fi
 done
+
+# A stale code cave (issue 34): the only cave is in a plugin, which the target unloads while
+# traced and replaces by a copy mapped at the same address; the detach must not run the copy's
+# bytes (it put the stub's data into them and jumped there: SIGSEGV). Five runs.
+CV=$TARGETS/inject_cave
+bad="" ok=0
+for run in 1 2 3 4 5; do
+	dir=$TMP/cave.$run
+	mkdir -p "$dir"
+	cp "$TOP/$BUILD/tests/plugins/inject_plugin.so" "$dir/copy.so"
+	"$CV" "$dir" "$TOP/$BUILD/tests/plugins/inject_plugin.so" "$dir/copy.so" >"$dir/out" 2>&1 & tpid=$!
+	for _ in $(seq 100); do grep -q '^ready' "$dir/out" && break; sleep 0.05; done
+	timeout 60 "$MT" -p $tpid --inject=required --rate 1e-4 -d 2 -o "$dir/t.ctf" 2>"$dir/mt.err" & mpid=$!
+	for _ in $(seq 200); do grep -q 'tracing PID' "$dir/mt.err" && break; sleep 0.05; done
+	touch "$dir/swap"
+	for _ in $(seq 100); do grep -q '^swapped' "$dir/out" && break; sleep 0.05; done
+	wait $mpid; rc=$?
+	touch "$dir/stop"; wait $tpid; rc_t=$?
+	if [ $rc_t != 0 ] || ! grep -q '^result ok' "$dir/out"; then
+		bad="run $run: target exit $rc_t: $(tail -n 1 "$dir/out")"
+	elif [ $rc != 0 ] || ! grep -q 'sampler placed' "$dir/mt.err"; then
+		bad="run $run: memtraced exit $rc: $(tail -n 1 "$dir/mt.err")"
+	else ok=$((ok + 1)); fi
+done
+if [ $ok = 5 ]; then pass inject_stale_cave_not_run
+else fail inject_stale_cave_not_run "$ok of 5: $bad"; fi

@@ -27,6 +27,7 @@ struct inject_agent {
 	pid_t pid;
 	int mem_fd;
 	uint64_t cave;    /* where the blob is in the target */
+	struct cave_home { uint64_t lo, off; char path[512]; } home; /* the cave's mapping */
 	uint64_t region;  /* the mapped region */
 	uint64_t seq;     /* the last job's number */
 	uint64_t fn_create, fns[5]; /* pthread_create; pthread_self, _detach, dlopen, dlsym, dlerror */
@@ -117,6 +118,9 @@ static int find_cave(struct inject_agent *a, struct mapping *m, int n, size_t ne
 			for (size_t b = 0; b < need && zero; b++) zero = buf[b] == 0;
 			if (!zero && memcmp(buf, inject_agent_blob, code) != 0) continue;
 			a->cave = lo;
+			a->home.lo = m[i].lo;
+			a->home.off = m[i].off;
+			snprintf(a->home.path, sizeof a->home.path, "%s", m[i].path);
 			return 0;
 		}
 	}
@@ -167,9 +171,59 @@ static int write_stub_data(void *ctx, uint64_t resume_rip, char *err, size_t err
 	return 0;
 }
 
+/* Puts the blob's code into a cave (find_cave) and writes it there. */
+static int place_code(struct inject_agent *a, struct mapping *m, int n, char *err, size_t errlen)
+{
+	size_t need = inject_agent_blob_end - inject_agent_blob;
+	if (find_cave(a, m, n, need) != 0) {
+		inject_err(err, errlen, "pid %d: no room for the agent's %zu bytes at the end of an "
+			   "executable segment", (int)a->pid, need);
+		return -1;
+	}
+	size_t code = inject_agent_blob_data - inject_agent_blob;
+	if (inject_mem_write(a->mem_fd, a->cave, inject_agent_blob, code) != 0) {
+		inject_err(err, errlen, "cannot write the agent's code into pid %d: %s", (int)a->pid,
+			   strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* The cave is checked before every stub (issue 34): it may lie in a plugin that was unloaded
+ * since, and another object mapped at the same address, whose bytes a jump there would run.
+ * Same mapping (start, file offset, path) and our code still there, or a new cave is found. */
+static int check_cave(struct inject_agent *a, char *err, size_t errlen)
+{
+	struct mapping *m = malloc(MAX_MAPS * sizeof *m);
+	if (!m) {
+		inject_err(err, errlen, "out of memory");
+		return -1;
+	}
+	int n = read_maps(a->pid, m, MAX_MAPS), rc = 0;
+	size_t code = inject_agent_blob_data - inject_agent_blob;
+	unsigned char buf[4096];
+	bool same = false;
+	for (int i = 0; i < n && !same; i++)
+		same = a->cave >= m[i].lo && a->cave < m[i].hi && m[i].lo == a->home.lo &&
+		       m[i].off == a->home.off && strcmp(m[i].path, a->home.path) == 0;
+	if (same && inject_mem_read(a->mem_fd, a->cave, buf, code) == 0 &&
+	    memcmp(buf, inject_agent_blob, code) == 0)
+		goto out;
+	if (n <= 0) {
+		inject_err(err, errlen, "cannot read the mappings of pid %d", (int)a->pid);
+		rc = -1;
+		goto out;
+	}
+	rc = place_code(a, m, n, err, errlen);
+out:
+	free(m);
+	return rc;
+}
+
 static int run_stub(struct inject_agent *a, struct stub_job *j, inject_safe_fn safe, long wait_ms,
 		    pid_t *tid, char *err, size_t errlen)
 {
+	if (check_cave(a, err, errlen) != 0) return -1;
 	j->a = a;
 	return inject_redirect(a->pid, a->cave, safe, a->safe_ctx, write_stub_data, j, wait_ms, tid,
 			       err, errlen);
@@ -221,24 +275,12 @@ int inject_agent_open(pid_t pid, inject_safe_fn safe, void *safe_ctx, struct inj
 	a->fp_size = xsave_size();
 	a->mem_fd = inject_mem_open(pid, true);
 	int n = a->mem_fd >= 0 ? read_maps(pid, m, MAX_MAPS) : -1;
-	size_t need = inject_agent_blob_end - inject_agent_blob;
 	if (n <= 0) {
 		inject_err(err, errlen, "cannot read the memory or mappings of pid %d: %s", (int)pid,
 			   strerror(errno));
 		goto fail;
 	}
-	if (find_fns(a, err, errlen) != 0) goto fail;
-	if (find_cave(a, m, n, need) != 0) {
-		inject_err(err, errlen, "pid %d: no room for the agent's %zu bytes at the end of an "
-			   "executable segment", (int)pid, need);
-		goto fail;
-	}
-	size_t code = inject_agent_blob_data - inject_agent_blob;
-	if (inject_mem_write(a->mem_fd, a->cave, inject_agent_blob, code) != 0) {
-		inject_err(err, errlen, "cannot write the agent's code into pid %d: %s", (int)pid,
-			   strerror(errno));
-		goto fail;
-	}
+	if (find_fns(a, err, errlen) != 0 || place_code(a, m, n, err, errlen) != 0) goto fail;
 	uint64_t nonce;
 	if (getrandom(&nonce, sizeof nonce, 0) != sizeof nonce) nonce = (uint64_t)ms_now() * 2654435761u;
 	nonce |= 1;

@@ -34,7 +34,16 @@ struct inject_agent_region {
 	char agent_name[32];     /* 160: "memtraced_sampler_agent" */
 	char errmsg[256];        /* 192: dlerror() when dlopen or dlsym failed */
 	char path[INJECT_AGENT_PATH_MAX]; /* 448: the library */
+	/* The agent thread's attributes: a stack of stack_size bytes instead of the default
+	 * (RLIMIT_STACK, 8 MiB, which glibc then keeps in its stack cache): pthread_attr_init
+	 * and pthread_attr_setstacksize on attr, called by the stub. */
+	uint64_t fn_attr_init;          /* 4544 */
+	uint64_t fn_attr_setstacksize;  /* 4552 */
+	uint64_t stack_size;            /* 4560 */
+	uint64_t pad[5];
+	unsigned char attr[128] __attribute__((aligned(64))); /* 4608: a pthread_attr_t */
 };
+#define INJECT_AGENT_STACK_SIZE (256 * 1024)
 
 #define INJECT_AGENT_OFF_STUB_DONE 8
 #define INJECT_AGENT_OFF_CREATE_RET 16
@@ -48,6 +57,10 @@ struct inject_agent_region {
 #define INJECT_AGENT_OFF_NAME 160
 #define INJECT_AGENT_OFF_ERRMSG 192
 #define INJECT_AGENT_OFF_PATH 448
+#define INJECT_AGENT_OFF_ATTR_INIT 4544
+#define INJECT_AGENT_OFF_ATTR_SETSTACKSIZE 4552
+#define INJECT_AGENT_OFF_STACK_SIZE 4560
+#define INJECT_AGENT_OFF_ATTR 4608
 
 _Static_assert(__builtin_offsetof(struct inject_agent_region, stub_done) == INJECT_AGENT_OFF_STUB_DONE, "layout");
 _Static_assert(__builtin_offsetof(struct inject_agent_region, create_ret) == INJECT_AGENT_OFF_CREATE_RET, "layout");
@@ -61,5 +74,9 @@ _Static_assert(__builtin_offsetof(struct inject_agent_region, agent) == INJECT_A
 _Static_assert(__builtin_offsetof(struct inject_agent_region, agent_name) == INJECT_AGENT_OFF_NAME, "layout");
 _Static_assert(__builtin_offsetof(struct inject_agent_region, errmsg) == INJECT_AGENT_OFF_ERRMSG, "layout");
 _Static_assert(__builtin_offsetof(struct inject_agent_region, path) == INJECT_AGENT_OFF_PATH, "layout");
+_Static_assert(__builtin_offsetof(struct inject_agent_region, fn_attr_init) == INJECT_AGENT_OFF_ATTR_INIT, "layout");
+_Static_assert(__builtin_offsetof(struct inject_agent_region, fn_attr_setstacksize) == INJECT_AGENT_OFF_ATTR_SETSTACKSIZE, "layout");
+_Static_assert(__builtin_offsetof(struct inject_agent_region, stack_size) == INJECT_AGENT_OFF_STACK_SIZE, "layout");
+_Static_assert(__builtin_offsetof(struct inject_agent_region, attr) == INJECT_AGENT_OFF_ATTR, "layout");
 
 #endif

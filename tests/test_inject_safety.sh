@@ -18,7 +18,7 @@ MT=$BIN/memtraced
 H=$TARGETS/inject_hostile
 NOPIE=$TARGETS/inject_nopie
 PLUGIN=$TOP/$BUILD/tests/plugins/own_alloc.so
-for f in "$MT" "$H" "$NOPIE" "$PLUGIN" "$TARGETS/inject_badalloc" "$TARGETS/inject_stacks" "$TARGETS/inject_cave"; do
+for f in "$MT" "$H" "$NOPIE" "$PLUGIN" "$TARGETS/inject_badalloc" "$TARGETS/inject_stacks" "$TARGETS/inject_cave" "$TARGETS/inject_aslimit"; do
 	if [ ! -e "$f" ]; then
 		fail inject_safety_built "missing $f (run make)"
 		exit 0
@@ -234,3 +234,38 @@ for run in 1 2 3 4 5; do
 done
 if [ $ok = 5 ]; then pass inject_stale_cave_not_run
 else fail inject_stale_cave_not_run "$ok of 5: $bad"; fi
+
+# Address space (issue 34): a target under a tight RLIMIT_AS (100 MiB above what it uses) is
+# refused with the numbers by --inject=required, traced by uprobes under --inject, and its own
+# allocations (40 MiB, over and over) never fail; with 260 MiB of room the sampler is placed,
+# five times, and the target's allocations never fail either.
+AS=$TARGETS/inject_aslimit
+dir=$TMP/aslimit.tight
+mkdir -p "$dir"
+"$AS" "$dir" 100 40 >"$dir/out" 2>&1 & tpid=$!
+for _ in $(seq 100); do grep -q '^ready' "$dir/out" && break; sleep 0.05; done
+timeout 60 "$MT" -p $tpid --inject=required -d 0.5 -o "$dir/r.ctf" 2>"$dir/r.err"; rc_r=$?
+timeout 60 "$MT" -p $tpid --inject -d 0.5 -o "$dir/a.ctf" 2>"$dir/a.err"; rc_a=$?
+touch "$dir/stop"; wait $tpid; rc_t=$?
+if [ $rc_r = 1 ] && grep -q "uses [0-9]* MiB of its [0-9]* MiB address space (RLIMIT_AS)" "$dir/r.err"
+then pass inject_tight_rlimit_as_refused
+else fail inject_tight_rlimit_as_refused "exit $rc_r: $(tail -n 1 "$dir/r.err")"; fi
+if [ $rc_a = 0 ] && grep -q "probes: .*uprobes" "$dir/a.err"; then pass inject_tight_rlimit_as_uses_uprobes
+else fail inject_tight_rlimit_as_uses_uprobes "exit $rc_a: $(tail -n 1 "$dir/a.err")"; fi
+if [ $rc_t = 0 ] && grep -q '^result ok' "$dir/out"; then pass inject_tight_rlimit_as_target_unharmed
+else fail inject_tight_rlimit_as_target_unharmed "exit $rc_t: $(tail -n 1 "$dir/out")"; fi
+bad="" ok=0
+for run in 1 2 3 4 5; do
+	dir=$TMP/aslimit.$run
+	mkdir -p "$dir"
+	"$AS" "$dir" 260 40 >"$dir/out" 2>&1 & tpid=$!
+	for _ in $(seq 100); do grep -q '^ready' "$dir/out" && break; sleep 0.05; done
+	timeout 60 "$MT" -p $tpid --inject=required --rate 1e-4 -d 0.5 -o "$dir/t.ctf" 2>"$dir/mt.err"; rc=$?
+	sleep 0.2 # a few more rounds after the detach
+	touch "$dir/stop"; wait $tpid; rc_t=$?
+	if [ $rc_t != 0 ] || ! grep -q '^result ok' "$dir/out"; then bad="run $run: target exit $rc_t: $(tail -n 1 "$dir/out")"
+	elif [ $rc != 0 ] || ! grep -q 'sampler placed' "$dir/mt.err"; then bad="run $run: memtraced exit $rc: $(tail -n 1 "$dir/mt.err")"
+	else ok=$((ok + 1)); fi
+done
+if [ $ok = 5 ]; then pass inject_rlimit_as_room_placed_unharmed
+else fail inject_rlimit_as_room_placed_unharmed "$ok of 5: $bad"; fi

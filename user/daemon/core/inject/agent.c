@@ -21,6 +21,7 @@
 extern const unsigned char inject_agent_blob[], inject_agent_blob_data[], inject_agent_blob_end[];
 
 #define REGION_BYTES 8192
+_Static_assert(sizeof(struct inject_agent_region) <= REGION_BYTES, "the region holds its struct");
 #define PAGE 4096ULL
 
 struct inject_agent {
@@ -31,6 +32,7 @@ struct inject_agent {
 	uint64_t region;  /* the mapped region */
 	uint64_t seq;     /* the last job's number */
 	uint64_t fn_create, fns[5]; /* pthread_create; pthread_self, _detach, dlopen, dlsym, dlerror */
+	uint64_t fn_attr[2];        /* pthread_attr_init, pthread_attr_setstacksize */
 	uint64_t fp_size; /* XSAVE area size, 0: FXSAVE */
 	inject_safe_fn safe;
 	void *safe_ctx;
@@ -244,9 +246,10 @@ static int wait_word(struct inject_agent *a, uint64_t addr, uint64_t want, long 
 static int find_fns(struct inject_agent *a, char *err, size_t errlen)
 {
 	static const char *const names[] = {"pthread_create", "pthread_self", "pthread_detach",
-					    "dlopen", "dlsym", "dlerror"};
-	for (int i = 0; i < 6; i++) {
-		uint64_t *out = i == 0 ? &a->fn_create : &a->fns[i - 1];
+					    "dlopen", "dlsym", "dlerror", "pthread_attr_init",
+					    "pthread_attr_setstacksize"};
+	for (int i = 0; i < 8; i++) {
+		uint64_t *out = i == 0 ? &a->fn_create : i < 6 ? &a->fns[i - 1] : &a->fn_attr[i - 6];
 		char e[512];
 		if (inject_find_symbol(a->pid, names[i], out, NULL, 0, e, sizeof e) != 0) {
 			inject_err(err, errlen, "no %s in pid %d: %s", names[i], (int)a->pid, e);
@@ -341,6 +344,9 @@ int inject_agent_run(struct inject_agent *a, const char *path, uint64_t op, uint
 	r.nonce = 0; /* not rewritten: only the fields from stub_done on */
 	r.seq = ++a->seq;
 	memcpy(&r.fn_pthread_self, a->fns, sizeof a->fns);
+	r.fn_attr_init = a->fn_attr[0];
+	r.fn_attr_setstacksize = a->fn_attr[1];
+	r.stack_size = INJECT_AGENT_STACK_SIZE;
 	r.dl_flags = RTLD_NOW;
 	r.op = op;
 	r.arg0 = arg0;

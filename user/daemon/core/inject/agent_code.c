@@ -6,7 +6,7 @@
  * rip (here) and rax (the value the program must see at its resume address). It needs nothing
  * from memtraced once it runs: it saves every register, the flags and the FP/SSE/AVX state on
  * the thread's own stack below the red zone, blocks all signals, does one operation (a raw
- * mmap or munmap, or pthread_create of the agent thread), puts the signal mask, the FP state,
+ * mmap or munmap, or pthread_create of the agent thread with a 256 KiB stack), puts the signal mask, the FP state,
  * the registers and the flags back, and returns to the resume address with `ret 128`, which
  * also gives back the red zone. Its data block is read only before the operation's visible
  * effect, so memtraced may write the next one as soon as it sees that effect.
@@ -86,9 +86,16 @@ __asm__(
 	"	jmp 9f\n"
 	"4:	cmp r12, 2\n"
 	"	jne 5f\n"
-	/* pthread_create(&region->tid, NULL, worker, region); then stub_done = the job number */
+	/* pthread_attr_init(&region->attr); pthread_attr_setstacksize(&region->attr, size);
+	 * pthread_create(&region->tid, &region->attr, worker, region); then stub_done = the
+	 * job number */
+	"	lea rdi, [r13 + " XSTR(INJECT_AGENT_OFF_ATTR) "]\n"
+	"	call qword ptr [r13 + " XSTR(INJECT_AGENT_OFF_ATTR_INIT) "]\n"
+	"	lea rdi, [r13 + " XSTR(INJECT_AGENT_OFF_ATTR) "]\n"
+	"	mov rsi, [r13 + " XSTR(INJECT_AGENT_OFF_STACK_SIZE) "]\n"
+	"	call qword ptr [r13 + " XSTR(INJECT_AGENT_OFF_ATTR_SETSTACKSIZE) "]\n"
 	"	lea rdi, [r13 + " XSTR(INJECT_AGENT_OFF_TID) "]\n"
-	"	xor esi, esi\n"
+	"	lea rsi, [r13 + " XSTR(INJECT_AGENT_OFF_ATTR) "]\n"
 	"	lea rdx, [rip + .Lworker]\n"
 	"	mov rcx, r13\n"
 	"	call rbx\n"

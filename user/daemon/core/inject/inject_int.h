@@ -33,6 +33,16 @@ long inject_thread_seccomp(pid_t pid, pid_t tid);
 #define INJECT_STUB_STACK_NEED 8192
 bool inject_stack_room(pid_t pid, pid_t tid, uint64_t rsp, char *why, size_t whylen);
 
+/* The address space an attach may take in the target (docs/inject.md): the region (8 KiB),
+ * the agent thread's stack (256 KiB and a guard page, kept in glibc's stack cache), the
+ * sampler library (about 0.2 MiB), its set of sampled blocks (12 MiB, MAP_NORESERVE), and the
+ * malloc arena glibc gives the agent thread when it has fewer than 8 per core (64 MiB reserved,
+ * 128 MiB for a moment while it is aligned). A target whose RLIMIT_AS would leave it less than
+ * INJECT_ADDRESS_SPACE_KEEP after that is refused with the numbers (target_checks.c). */
+#define INJECT_ADDRESS_SPACE_NEED (141ULL << 20)
+#define INJECT_ADDRESS_SPACE_KEEP (64 << 20)
+int inject_check_address_space(pid_t pid, char *err, size_t errlen);
+
 /* Address of a `syscall` instruction (0f 05) in an executable mapping of pid: the return
  * address of injected calls (remote_syms.c). */
 int inject_find_syscall_insn(pid_t pid, uint64_t *addr, char *err, size_t errlen);

@@ -51,6 +51,35 @@ static long status_field(pid_t pid, const char *key, char *text, size_t textlen)
 	return v;
 }
 
+/* The soft RLIMIT_AS of pid in bytes (/proc/PID/limits), 0 when unlimited or unknown. */
+static unsigned long long address_space_limit(pid_t pid)
+{
+	char line[256];
+	FILE *f = door_proc_fopen(pid, "limits");
+	if (!f) return 0;
+	unsigned long long v = 0;
+	while (fgets(line, sizeof line, f))
+		if (strncmp(line, "Max address space", 17) == 0) {
+			v = strtoull(line + 17, NULL, 10); /* "unlimited": 0 */
+			break;
+		}
+	fclose(f);
+	return v;
+}
+
+int inject_check_address_space(pid_t pid, char *err, size_t errlen)
+{
+	unsigned long long limit = address_space_limit(pid);
+	long vm_kb = status_field(pid, "VmSize", NULL, 0);
+	if (!limit || vm_kb < 0) return 0;
+	unsigned long long used = (unsigned long long)vm_kb << 10, need = INJECT_ADDRESS_SPACE_NEED;
+	if (used + need + INJECT_ADDRESS_SPACE_KEEP <= limit) return 0;
+	inject_err(err, errlen, "pid %d uses %llu MiB of its %llu MiB address space (RLIMIT_AS): the "
+	           "sampler takes up to %llu MiB and the program must keep %d MiB for itself", (int)pid,
+	           used >> 20, limit >> 20, need >> 20, INJECT_ADDRESS_SPACE_KEEP >> 20);
+	return -1;
+}
+
 int inject_check_target(pid_t pid, char *err, size_t errlen)
 {
 	if (pid <= 0) {
@@ -93,6 +122,7 @@ int inject_check_target(pid_t pid, char *err, size_t errlen)
 		           "system calls could kill it", (int)pid, seccomp == 1 ? "strict" : "filter");
 		return -1;
 	}
+	if (inject_check_address_space(pid, err, errlen) != 0) return -1;
 	char exe[64];
 	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
 	if (access(exe, R_OK) != 0) {

@@ -316,6 +316,63 @@ static int run_slow_dlopen(const char *plugin)
 	return 0;
 }
 
+/* ---- seccomp_dlopen ---- */
+/* A thread confined by a filter that kills on openat allocates all along, while the main
+ * thread, once STOPFILE.go appears, dlopens PLUGIN (built with DT_RUNPATH $ORIGIN), which
+ * dlopens libsampler_plugin_leaf.so by bare name: the sampler cannot wrap that call, and the
+ * walk for the leaf must not run on the confined thread (issue 34). */
+static void *confined_allocator(void *arg)
+{
+	(void)arg;
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { 4, f };
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) {
+		perror("seccomp");
+		exit(3);
+	}
+	while (!stopped()) {
+		for (int i = 0; i < 100; i++) {
+			char *volatile p = malloc(4096 + i); /* volatile: the pair is not elided */
+			p[0] = 1;
+			free(p);
+		}
+		usleep(1000);
+	}
+	return (void *)1L;
+}
+
+static int run_seccomp_dlopen(const char *plugin)
+{
+	char go[300];
+	snprintf(go, sizeof go, "%s.go", stop_file);
+	pthread_t th;
+	pthread_create(&th, NULL, confined_allocator, NULL);
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	while (access(go, F_OK) != 0 && !stopped()) usleep(2000);
+	void *h = dlopen(plugin, RTLD_LAZY); /* its jemalloc calls resolve only with jemalloc */
+	void *(*load)(const char *) = h ? (void *(*)(const char *))dlsym(h, "sampler_plugin_dlopen") : NULL;
+	if (!load) {
+		printf("result %s FAILED dlopen: %s\n", mode, dlerror());
+		return 1;
+	}
+	if (!load("libsampler_plugin_leaf.so")) return fail("dlopen leaf", ENOENT);
+	printf("loaded\n");
+	fflush(stdout);
+	wait_stop();
+	void *r;
+	pthread_join(th, &r);
+	if ((long)r != 1) return fail("confined thread", EIO);
+	printf("result %s ok\n", mode);
+	return 0;
+}
+
 /* ---- deepbind ---- */
 static int run_deepbind(const char *plugin)
 {
@@ -357,5 +414,6 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "malloc_loop")) return run_malloc_loop();
 	if (!strcmp(mode, "deepbind")) return run_deepbind(argc > 3 ? argv[3] : "");
 	if (!strcmp(mode, "slow_dlopen")) return run_slow_dlopen(argc > 3 ? argv[3] : "");
+	if (!strcmp(mode, "seccomp_dlopen")) return run_seccomp_dlopen(argc > 3 ? argv[3] : "");
 	return run_blocking();
 }

@@ -3,6 +3,7 @@
  * bpf/memtraced.bpf.c (there per CPU, from a table of gaps; here per thread, drawn fresh).
  * No libm, no system call: the PRNG is seeded from the TSC and the thread's TLS address. */
 #include "internal.h"
+#include "walker.h"
 
 #define MAX_DRAWS 32 /* as in the BPF sampler */
 
@@ -115,7 +116,8 @@ uint64_t mts_sample_points(struct sampler_thread *t, uint64_t size)
 uint64_t mts_slow_samples(struct sampler_thread *t, uint64_t size)
 {
 	STAT_ADD(calls, 1);
-	if (unlikely(mts_config.pending_walk) && mts_config.active)
+	/* the walker thread walks (walker.c); a forked child has none */
+	if (unlikely(mts_config.pending_walk) && mts_config.active && !mts_walker_here())
 		mts_patch_all(false); /* clears pending_walk when it got the lock */
 	if (!mts_config.active || size == 0)
 		return 0;

@@ -4,12 +4,13 @@
  * DT_RPATH chain) is searched for a bare name. Calling the real dlopen from here would make the
  * sampler the caller, so a call that depends on it (a bare name, from an object with a search
  * path of its own, or from an object we cannot place) tail-jumps to the real dlopen with the
- * caller's return address intact; its new objects are then patched at the next slow path
- * (pending_walk). Everything else is called from here and patched at once. */
+ * caller's return address intact; its new objects are then patched by the walker thread
+ * (walker.c), or in a forked child at the next slow path (pending_walk). Everything else is called from here and patched at once. */
 #include <link.h>
 #include <string.h>
 #include <errno.h>
 #include "internal.h"
+#include "walker.h"
 
 struct caller_query {
 	uintptr_t addr;
@@ -60,6 +61,7 @@ HIDDEN void *mts_dlopen(const char *file, int mode)
 {
 	if (needs_callers_frame(file, __builtin_return_address(0))) {
 		mts_config.pending_walk = 1;
+		mts_walker_wake(); /* the walk after it runs on the walker thread (walker.c) */
 		return mts_real.dlopen(file, mode); /* a tail jump (test_sampler: leaf by RUNPATH) */
 	}
 	return dlopen_then_patch(file, mode);

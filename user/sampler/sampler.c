@@ -4,6 +4,7 @@
 #include "internal.h"
 #include "blockset.h"
 #include "got.h"
+#include "walker.h"
 
 struct sampler_config mts_config;
 static bool resolved;
@@ -30,6 +31,9 @@ long memtraced_sampler_start(unsigned long mean_gap_bytes, unsigned long flags)
 	if (blockset_init() != 0 || got_init() != 0)
 		return -ENOMEM;
 	got_guard_forks();
+	/* before any slot leads to us: pthread_create allocates (the thread's TLS vector), which
+	 * must not be traced as the program's. Without it, the slow path walks after a dlopen. */
+	mts_walker_start();
 	got_lock(true);
 	resolve_reals();
 	if (!mts_real.malloc || !mts_real.free) {
@@ -54,6 +58,7 @@ long memtraced_sampler_stop(void)
 {
 	if (got_init() != 0)
 		return -ENOMEM;
+	mts_walker_stop(); /* before the lock: its walk may wait for it */
 	got_lock(true);
 	mts_config.active = 0;
 	long n = got_restore_locked();

@@ -294,3 +294,31 @@ for run in 1 2 3 4 5; do
 done
 if [ $ok = 5 ]; then pass inject_walk_not_on_confined_thread
 else fail inject_walk_not_on_confined_thread "$ok of 5: $bad"; fi
+
+# A process in a chroot (issue 34): its maps show our paths (/JAIL/bin/sites), which memtraced
+# looked for under /proc/PID/root/JAIL/...: -p --inject exited 1. The sampler library is not
+# visible there: --inject=required says so, naming the chroot; --inject traces with uprobes,
+# and the stacks have the program's functions.
+dir=$TMP/chroot
+jail=$dir/jail
+DUMP=$BIN/memtrace-dump
+mkdir -p "$jail/bin" "$jail/d"
+cp "$TARGETS/sites" "$jail/bin/"
+for lib in $(ldd "$TARGETS/sites" | grep -o '/[^ ]*'); do
+	mkdir -p "$jail$(dirname "$lib")"
+	cp "$lib" "$jail$lib"
+done
+chroot "$jail" /bin/sites wait /d >"$dir/out" 2>&1 & cpid=$!
+wait_file "$jail/d/ready" 100
+tpid=$(pgrep -P $cpid -x sites || echo $cpid)
+timeout 60 "$MT" -p $tpid --inject=required -d 0.5 -o "$dir/r.ctf" 2>"$dir/r.err"; rc_r=$?
+timeout 60 "$MT" -p $tpid --inject -d 1 -o "$dir/a.ctf" 2>"$dir/a.err"; rc_a=$?
+touch "$jail/d/stop"; wait $cpid; rc_t=$?
+if [ $rc_r = 1 ] && grep -q "runs in another root directory ($jail: a chroot)" "$dir/r.err"
+then pass inject_chroot_required_refused
+else fail inject_chroot_required_refused "exit $rc_r: $(tail -n 1 "$dir/r.err")"; fi
+if [ $rc_a = 0 ] && grep -q 'tracing it with uprobes' "$dir/a.err" && "$DUMP" "$dir/a.ctf" 2>/dev/null | grep -q ' run_wait'
+then pass inject_chroot_traced_with_uprobes
+else fail inject_chroot_traced_with_uprobes "exit $rc_a: $(tail -n 1 "$dir/a.err")"; fi
+if [ $rc_t = 3 ] && grep -q ', 0 bad rounds' "$dir/out"; then pass inject_chroot_target_unharmed
+else fail inject_chroot_target_unharmed "exit $rc_t: $(tail -n 2 "$dir/out" | tr '\n' ' ')"; fi

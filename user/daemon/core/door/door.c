@@ -110,6 +110,21 @@ int door_open_at(int dir, const char *path, int flags, bool in_root)
 	return (int)syscall(SYS_openat2, dir, path, &how, sizeof how);
 }
 
+/* A path the kernel showed us for a process (its maps, its exe) is relative to our root where
+ * the file is reachable from it: a process chroot'ed to /srv/jail shows /srv/jail/bin/app,
+ * which inside its root is /bin/app (issue 34: "cannot open /proc/PID/root/srv/jail/..."). In
+ * another mount namespace its root shows as "/" and paths are its own already. */
+static const char *in_root_path(int root, const char *path)
+{
+	char link[64], where[4096];
+	snprintf(link, sizeof link, "/proc/self/fd/%d", root);
+	ssize_t n = readlink(link, where, sizeof where - 1);
+	if (n <= 1 || where[0] != '/') return path;
+	where[n] = 0;
+	if (strncmp(path, where, (size_t)n) == 0 && path[n] == '/') return path + n;
+	return path;
+}
+
 int door_open_file(const char *path, int flags, bool regular)
 {
 	/* /proc/PID/root/REST: REST inside that root */
@@ -119,7 +134,8 @@ int door_open_file(const char *path, int flags, bool regular)
 		if (end != path + 6 && pid > 0 && strncmp(end, "/root/", 6) == 0) {
 			int root = door_proc_root((pid_t)pid);
 			if (root < 0) return -1;
-			int fd = door_open_at(root, end + 5, flags, true);
+			const char *rest = in_root_path(root, end + 5);
+			int fd = door_open_at(root, rest, flags, true);
 			int e = errno;
 			close(root);
 			errno = e;

@@ -161,8 +161,13 @@ int sampler_place(pid_t pid, const char *path, struct sampler_ctl *c, char *err,
 		return -1;
 	}
 	if (!same_root(pid)) {
-		snprintf(err, errlen, "PID %d runs in another root directory (a container?): the sampler "
-			 "library is not visible there", (int)pid);
+		char link[64], root[512] = "";
+		snprintf(link, sizeof link, "/proc/%d/root", (int)pid);
+		ssize_t n = readlink(link, root, sizeof root - 1);
+		root[n > 0 ? n : 0] = 0;
+		snprintf(err, errlen, "PID %d runs in another root directory (%s: %s): the sampler "
+			 "library is not visible there", (int)pid, n > 1 ? root : "?",
+			 n > 1 ? "a chroot" : "a container");
 		return -1;
 	}
 	char why[512];

@@ -18,7 +18,7 @@ MT=$BIN/memtraced
 H=$TARGETS/inject_hostile
 NOPIE=$TARGETS/inject_nopie
 PLUGIN=$TOP/$BUILD/tests/plugins/own_alloc.so
-for f in "$MT" "$H" "$NOPIE" "$PLUGIN" "$TARGETS/inject_badalloc" "$TARGETS/inject_stacks" "$TARGETS/inject_cave" "$TARGETS/inject_aslimit"; do
+for f in "$MT" "$H" "$NOPIE" "$PLUGIN" "$TARGETS/inject_badalloc" "$TARGETS/inject_stacks" "$TARGETS/inject_cave" "$TARGETS/inject_aslimit" "$TARGETS/inject_forker"; do
 	if [ ! -e "$f" ]; then
 		fail inject_safety_built "missing $f (run make)"
 		exit 0
@@ -322,3 +322,30 @@ then pass inject_chroot_traced_with_uprobes
 else fail inject_chroot_traced_with_uprobes "exit $rc_a: $(tail -n 1 "$dir/a.err")"; fi
 if [ $rc_t = 3 ] && grep -q ', 0 bad rounds' "$dir/out"; then pass inject_chroot_target_unharmed
 else fail inject_chroot_target_unharmed "exit $rc_t: $(tail -n 2 "$dir/out" | tr '\n' ' ')"; fi
+
+# Forks during the attach and the detach (issue 34): a child forked while the sampler's walk
+# held ld.so's dl_load_write_lock inherited it held and hung in its next dlopen or
+# dl_iterate_phdr (6 of 6 with 60 libraries loaded). The target forks one child after another
+# with 60 libraries loaded; each child walks the objects and dlopens one: none may hang (5 s).
+# Five runs.
+FK=$TARGETS/inject_forker
+libs=$TMP/forker_libs
+mkdir -p "$libs"
+for i in $(seq 60); do cp "$TOP/$BUILD/tests/plugins/inject_plugin.so" "$libs/p$i.so"; done
+bad="" ok=0
+for run in 1 2 3 4 5; do
+	dir=$TMP/forker.$run
+	mkdir -p "$dir"
+	"$FK" "$dir" "$libs"/p*.so >"$dir/out" 2>&1 & tpid=$!
+	for _ in $(seq 100); do grep -q '^ready' "$dir/out" && break; sleep 0.05; done
+	timeout 60 "$MT" -p $tpid --inject=required --rate 1e-4 -d 1 -o "$dir/t.ctf" 2>"$dir/mt.err"; rc=$?
+	sleep 0.3 # children forked after the detach too
+	touch "$dir/stop"; wait $tpid; rc_t=$?
+	if [ $rc_t != 0 ] || ! grep -q '^result ok' "$dir/out"; then
+		bad="run $run: target exit $rc_t: $(grep -E '^(hung|result)' "$dir/out" | head -3 | tr '\n' ' ')"
+	elif [ $rc != 0 ] || ! grep -q 'sampler placed' "$dir/mt.err"; then
+		bad="run $run: memtraced exit $rc: $(tail -n 1 "$dir/mt.err")"
+	else ok=$((ok + 1)); fi
+done
+if [ $ok = 5 ]; then pass inject_forks_during_attach_never_hang
+else fail inject_forks_during_attach_never_hang "$ok of 5: $bad"; fi

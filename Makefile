@@ -195,7 +195,8 @@ bench: deps all
 
 # The demo builds and installs only what tracing the bundled workload needs.
 DEMO_BINS := $(MEMTRACED) $(BUILD)/bin/memtrace-report $(BUILD)/bin/memtrace-dump \
-             $(BUILD)/bin/memtrace-diff $(BUILD)/bin/memtrace-html $(BUILD)/tests/targets/demo_server
+             $(BUILD)/bin/memtrace-diff $(BUILD)/bin/memtrace-html $(BUILD)/tests/targets/demo_server \
+             $(BUILD)/lib/libmemtraced_sampler.so
 demo: DEPS = $(DEPS_TRACER)
 demo: deps
 	$(MAKE) $(DEMO_BINS)

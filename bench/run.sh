@@ -38,6 +38,9 @@ cd "$(dirname "$0")/.." || exit 2
 TOP=$(pwd)
 BB=$TOP/$BUILD/bench
 MEMTRACED=$TOP/$BUILD/bin/memtraced
+# the variants named memtraced are the uprobes mode (-p traces through the in-process sampler
+# by default): the --inject ones ask for the sampler
+export MEMTRACED_INJECT=off
 SITES_TARGET=$TOP/$BUILD/tests/targets/sites
 SAMPLER=$TOP/$BUILD/lib/libmemtraced_sampler.so
 ROUNDS=${BENCH_ROUNDS:-5}

@@ -21,8 +21,8 @@ fi
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
 echo "== demo_server $SECONDS_TO_RUN started: PID $pid"
-echo "== memtraced -p $pid --rate 1e-3 --snapshot-dir $out_dir/snapshots --snapshot-interval 1 -o $trace"
-"$BUILD"/bin/memtraced --no-status -p "$pid" --rate 1e-3 --snapshot-dir "$out_dir/snapshots" \
+echo "== memtraced -p $pid --snapshot-dir $out_dir/snapshots --snapshot-interval 1 -o $trace"
+"$BUILD"/bin/memtraced --no-status -p "$pid" --snapshot-dir "$out_dir/snapshots" \
 	--snapshot-interval 1 -o "$trace"
 wait "$pid" 2>/dev/null || true
 trap - EXIT

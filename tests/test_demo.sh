@@ -3,6 +3,7 @@
 # snapshots, compares the first and the last snapshot (the leaking session_cache grew), reports
 # the trace and writes report.html.
 source "$(dirname "$0")/lib/test.sh"
+unset MEMTRACED_INJECT # the demo runs as a user runs it: the default mode
 
 if ! bpf_ready; then
 	skip demo_bpf "needs root and /sys/kernel/btf/vmlinux"

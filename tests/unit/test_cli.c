@@ -2,6 +2,7 @@
 #include "check.h"
 #include "cli.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static enum cli_result parse(struct cli_opts *o, char *err, int argc, char **argv)
@@ -78,8 +79,26 @@ int main(void)
 	CHECK("ring_size_not_pow2", PARSE(&o, err, "--ring-size", "100000", "-p", "1") == CLI_ERROR &&
 	      strstr(err, "power of two"));
 	CHECK("hold_exec", PARSE(&o, err, "--hold-exec", "-p", "1") == CLI_OK && o.hold_exec);
-	CHECK("inject_default_off", PARSE(&o, err, "-p", "1") == CLI_OK && o.inject == CLI_INJECT_NO &&
-	      !o.no_carried);
+	/* the default of -p and -- CMD is the sampler (issue 34); MEMTRACED_INJECT=off: uprobes */
+	const char *env = getenv("MEMTRACED_INJECT");
+	char saved[64] = "";
+	if (env) snprintf(saved, sizeof saved, "%s", env);
+	unsetenv("MEMTRACED_INJECT");
+	CHECK("inject_default_pid_auto", PARSE(&o, err, "-p", "1") == CLI_OK &&
+	      o.inject == CLI_INJECT_AUTO && o.inject_default && !o.no_carried);
+	CHECK("inject_default_cmd_auto", PARSE(&o, err, "--", "/bin/true") == CLI_OK &&
+	      o.inject == CLI_INJECT_AUTO && o.inject_default);
+	CHECK("inject_explicit_not_default", PARSE(&o, err, "--inject", "-p", "1") == CLI_OK &&
+	      o.inject == CLI_INJECT_AUTO && !o.inject_default);
+	CHECK("inject_default_not_match", PARSE(&o, err, "--match", "x", "-o", "t-%p.ctf") == CLI_OK &&
+	      o.inject == CLI_INJECT_NO);
+	CHECK("inject_default_not_floor", PARSE(&o, err, "--probe-floor", "-p", "1") == CLI_OK &&
+	      o.inject == CLI_INJECT_NO);
+	setenv("MEMTRACED_INJECT", "off", 1);
+	CHECK("inject_default_env_off", PARSE(&o, err, "-p", "1") == CLI_OK && o.inject == CLI_INJECT_NO &&
+	      !o.no_carried && !o.inject_default);
+	if (saved[0]) setenv("MEMTRACED_INJECT", saved, 1);
+	else unsetenv("MEMTRACED_INJECT");
 	CHECK("inject_auto", PARSE(&o, err, "--inject", "-p", "1") == CLI_OK && o.inject == CLI_INJECT_AUTO);
 	CHECK("inject_required", PARSE(&o, err, "--inject=required", "-p", "1") == CLI_OK &&
 	      o.inject == CLI_INJECT_REQUIRED);

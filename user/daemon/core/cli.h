@@ -18,8 +18,9 @@
 #define CLI_MAX_PIDS 64
 
 enum cli_inject {
-	CLI_INJECT_NO = 0,     /* allocator uprobes (the default) */
-	CLI_INJECT_AUTO,       /* --inject: our in-process sampler, else uprobes (with a message) */
+	CLI_INJECT_NO = 0,     /* allocator uprobes (--match, --cgroup, --probe-floor; --inject=no) */
+	CLI_INJECT_AUTO,       /* --inject, the default of -p and -- CMD: our in-process sampler,
+	                        * else uprobes (saying why) */
 	CLI_INJECT_REQUIRED,   /* --inject=required: the sampler or nothing */
 };
 
@@ -46,7 +47,8 @@ struct cli_opts {
 	unsigned snapshot_keep;    /* --snapshot-keep N; 0 = keep all */
 	unsigned file_mode;        /* --file-mode MODE: trace and snapshot files (default 0600) */
 	bool follow_forks;         /* --follow-forks: trace forked processes too, each on its own */
-	enum cli_inject inject;    /* --inject[=required] */
+	enum cli_inject inject;    /* --inject[=required|no], or the default (cli.c: default_inject) */
+	bool inject_default;       /* inject is AUTO by default, not by --inject */
 	int format_version;        /* --format v2|v3: the continuous trace's format (default 2) */
 	bool no_mmap;              /* --no-mmap: anonymous memory mappings are not traced */
 	enum py_mode python;       /* --python (protocol/python.h) */

@@ -8,6 +8,7 @@
 #include "common/msg.h"
 #include "inject/carried_sampler.h"
 #include "inject/claim.h"
+#include "inject/inject.h"
 #include "tracer/tracer.h"
 
 /* The tracer of the sampler's probes in pid, loaded before anything is placed in it: a
@@ -44,7 +45,28 @@ static struct tracer *usdt_tracer_attached(const struct cli_opts *o, pid_t pid, 
 	return t;
 }
 
-int inject_mode_prepare(const struct cli_opts *o, pid_t pid, bool spawned, struct sampler_ctl **ctl,
+/* The sampler cannot be used for pid: uprobes trace it, said in one line (an information
+ * when the sampler was only the default, a warning when --inject asked for it). Returns 1. */
+static int use_uprobes(const struct cli_opts *o, pid_t pid, const char *why)
+{
+	if (o->inject_default)
+		msg_info("PID %d: traced with uprobes: %s (the in-process sampler, the default, "
+			 "cannot be used)", (int)pid, why);
+	else
+		msg_warn("--inject: %s: tracing it with uprobes", why);
+	return 1;
+}
+
+/* -- CMD, before its exec: what placing the sampler at its entry point would refuse (a
+ * static program, a tight RLIMIT_AS), checked now, while uprobes can still trace it. */
+static int spawned_can_take_sampler(pid_t pid, const char *exe, char *why, size_t whylen)
+{
+	if (exe && exe[0] && inject_check_exe(pid, exe, why, whylen) != 0) return -1;
+	return inject_check_address_space(pid, why, whylen);
+}
+
+int inject_mode_prepare(const struct cli_opts *o, pid_t pid, bool spawned, const char *exe,
+			struct sampler_ctl **ctl,
 			struct tracer **tracer, char *err, size_t errlen)
 {
 	*ctl = NULL;
@@ -65,14 +87,16 @@ int inject_mode_prepare(const struct cli_opts *o, pid_t pid, bool spawned, struc
 				 o->inject == CLI_INJECT_REQUIRED ? "=required" : "", why);
 			return -1;
 		}
-		msg_warn("--inject: %s: tracing it with uprobes", why);
-		return 1;
+		return use_uprobes(o, pid, why);
 	}
 	int placed = sampler_library_path(path, sizeof path, why, sizeof why);
+	if (placed == 0 && spawned && o->inject != CLI_INJECT_REQUIRED)
+		placed = spawned_can_take_sampler(pid, exe, why, sizeof why);
 	struct tracer *t = NULL;
 	if (placed == 0 && !(t = usdt_tracer(o, pid, err, errlen))) {
 		sampler_ctl_free(c, true);
-		return -1;
+		if (o->inject == CLI_INJECT_REQUIRED) return -1;
+		return use_uprobes(o, pid, err);
 	}
 	if (placed == 0 && spawned) { /* placed at its entry point (inject_mode_at_entry) */
 		c->pid = pid;
@@ -87,6 +111,7 @@ int inject_mode_prepare(const struct cli_opts *o, pid_t pid, bool spawned, struc
 			sampler_ctl_free(c, true);
 			return -1;
 		}
+		c->by_default = o->inject_default;
 		*tracer = t;
 		*ctl = c;
 		return 0;
@@ -98,9 +123,9 @@ int inject_mode_prepare(const struct cli_opts *o, pid_t pid, bool spawned, struc
 			 (int)pid, why);
 		return -1;
 	}
-	msg_warn("--inject: cannot place the sampler into PID %d (%s): tracing it with uprobes",
-		 (int)pid, why);
-	return 1;
+	char e[4500];
+	snprintf(e, sizeof e, "cannot place the sampler into PID %d (%.4000s)", (int)pid, why);
+	return use_uprobes(o, pid, e);
 }
 
 /* The sampler's own check of its redirections (include/sampler_check.h), said in the summary:
@@ -167,6 +192,9 @@ int inject_mode_start(struct sampler_ctl *ctl, const struct cli_opts *o, char *e
 		 "created by thread %d after %ld ms waiting for a safe moment)", (int)ctl->pid,
 		 ctl->reused ? "already in place (reused):" : "placed:", ctl->path, slots,
 		 (int)ctl->agent_stub_tid, ctl->safe_wait_ms);
+	if (o->inject_default)
+		msg_info("PID %d: traced through the in-process sampler (the default: a few ns per "
+			 "allocation call; --inject=no traces with uprobes)", (int)ctl->pid);
 	return check_slots(ctl, o->inject == CLI_INJECT_REQUIRED, err, errlen);
 }
 
@@ -192,6 +220,9 @@ void inject_mode_at_entry(void *ctl, pid_t pid, long ptrace_options)
 	}
 	msg_info("PID %d: sampler placed at its entry point: %s, %ld GOT entries redirected",
 		 (int)pid, c->path, slots);
+	if (c->by_default)
+		msg_info("PID %d: traced through the in-process sampler (the default: a few ns per "
+			 "allocation call; --inject=no traces with uprobes)", (int)pid);
 	check_slots(c, false, err, sizeof err);
 }
 

@@ -12,10 +12,12 @@
 
 struct tracer;
 
-/* Places the sampler into pid and loads + attaches a tracer of its probes (not started yet).
+/* Places the sampler into pid and loads + attaches a tracer of its probes (not started yet);
+ * exe: its program (-- CMD: checked before its exec).
  * 0: *ctl (malloc'ed) and *tracer are set. 1: it cannot be placed and o->inject is auto: the
  * reason was said, trace with uprobes (*ctl and *tracer NULL). -1: an error (message in err). */
-int inject_mode_prepare(const struct cli_opts *o, pid_t pid, bool spawned, struct sampler_ctl **ctl,
+int inject_mode_prepare(const struct cli_opts *o, pid_t pid, bool spawned, const char *exe,
+			struct sampler_ctl **ctl,
 			struct tracer **tracer, char *err, size_t errlen);
 /* spawned (-- CMD, held before its exec): the library is placed and started at its entry
  * point, by this hold_set_entry_fn function (ctx: the sampler_ctl of inject_mode_prepare);

@@ -165,7 +165,8 @@ int target_start_session(struct targets *ts, struct target *t, bool before_exec,
 		.sites = &t->sites, .spawned = before_exec,
 		.exec_time = ts->lc ? exec_time_of : NULL, .exec_ctx = ts->lc};
 	if (o->inject && !t->begun && t->initial) { /* forks and execs: uprobes */
-		int rc = inject_mode_prepare(o, t->pid, before_exec, &t->sampler, &so.tracer, err, errlen);
+		int rc = inject_mode_prepare(o, t->pid, before_exec, t->exe, &t->sampler, &so.tracer, err,
+					     errlen);
 		if (rc < 0) return -1;
 		/* -- CMD: the sampler goes in at its entry point, from the hold's thread */
 		if (t->sampler && before_exec) hold_set_entry_fn(t->hold, inject_mode_at_entry, t->sampler);

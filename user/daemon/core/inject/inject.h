@@ -90,6 +90,9 @@ int inject_redirect(pid_t pid, uint64_t entry, inject_safe_fn safe, void *safe_c
 int inject_check_target(pid_t pid, char *err, size_t errlen);
 /* Is the ELF file at path an x86-64 program with a dynamic linker (PT_INTERP)? */
 int inject_check_exe(pid_t pid, const char *path, char *err, size_t errlen);
+/* Would an attach leave pid enough of its RLIMIT_AS (inject_int.h: what it takes)? 0 if so
+ * or unlimited; -1 with the numbers in err. */
+int inject_check_address_space(pid_t pid, char *err, size_t errlen);
 /* The address in pid of a function exported by its loaded objects, bound as ld.so binds it
  * (link map order, first default-version definition wins); where names the object. */
 int inject_find_symbol(pid_t pid, const char *name, uint64_t *addr, char *where,

@@ -41,7 +41,6 @@ bool inject_stack_room(pid_t pid, pid_t tid, uint64_t rsp, char *why, size_t why
  * INJECT_ADDRESS_SPACE_KEEP after that is refused with the numbers (target_checks.c). */
 #define INJECT_ADDRESS_SPACE_NEED (141ULL << 20)
 #define INJECT_ADDRESS_SPACE_KEEP (64 << 20)
-int inject_check_address_space(pid_t pid, char *err, size_t errlen);
 
 /* Address of a `syscall` instruction (0f 05) in an executable mapping of pid: the return
  * address of injected calls (remote_syms.c). */

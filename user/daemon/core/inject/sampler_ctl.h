@@ -28,6 +28,7 @@ struct sampler_ctl {
 	long safe_wait_ms;      /* the last job's wait for a safe moment */
 	pid_t agent_stub_tid;   /* the thread that created its agent thread */
 	int claim_fd;           /* this session's claim of the process (claim.h), -1: none */
+	bool by_default;        /* placed because it is the default, not asked for by --inject */
 };
 
 /* The library memtraced places: $MEMTRACED_SAMPLER, else ../lib/libmemtraced_sampler.so next to

@@ -3,7 +3,7 @@
 #
 #   bash bench/run.sh [BUILD]          (root; about 10-15 minutes on the project's 2-vCPU VM)
 #
-# Sections (BENCH_ONLY=micro,modes,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view,serve,fleet,python to pick some):
+# Sections (BENCH_ONLY=micro,modes,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view,serve,fleet,python,costs to pick some):
 #   micro     malloc/free loop (bench/micro_alloc), ns per pair, interleaved rounds of:
 #             none | floor (empty probes on memtraced's sites) | memtraced (default rate) |
 #             memtraced --rate 1 | memtraced --inject | bcc memleak | heaptrack; plus design figures from
@@ -28,6 +28,8 @@
 #             attach_ms_1st, attach_ms_64th (bench/serve_section.sh)
 #   python    a Python allocation loop with and without Python frames: python_pair_ratio,
 #             python_frames_us_per_sample (bench/python_section.sh)
+#   costs     clang++ and perl, wall time: uprobes, the in-process sampler (the default) and
+#             heaptrack over untraced (bench/costs_section.sh)
 # Output: a table on stdout, key=value lines in bench/results/latest.txt (BENCH_OUT=...);
 # n/a where something could not be measured, with the reason on a "# " line before it.
 # The machine is shared and noisy: every figure is a median of interleaved rounds (each round
@@ -48,7 +50,7 @@ REDIS_ROUNDS=${BENCH_REDIS_ROUNDS:-3}
 REDIS_REQUESTS=${BENCH_REDIS_REQUESTS:-50000}
 ITERS=${BENCH_ITERS:-20000}          # pairs per traced micro run (~13 us each under probes)
 ITERS_NONE=${BENCH_ITERS_NONE:-2000000}
-ONLY=${BENCH_ONLY:-micro,modes,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view,serve,fleet,python}
+ONLY=${BENCH_ONLY:-micro,modes,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view,serve,fleet,python,costs}
 ATTACH_ROUNDS=${BENCH_ATTACH_ROUNDS:-7}
 OUT=${BENCH_OUT:-$TOP/bench/results/latest.txt}
 TMP=$(mktemp -d /tmp/memtraced-bench.XXXXXX)
@@ -772,6 +774,9 @@ want serve && serve_section
 want fleet && fleet_section
 . "$TOP/bench/python_section.sh"
 want python && python_section
+
+. "$TOP/bench/costs_section.sh"
+want costs && costs_section
 set_result bench_seconds $(($(date +%s) - START))
 
 # ---------------------------------------------------------------------------------------------

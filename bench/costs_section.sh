@@ -1,0 +1,56 @@
+# bench/run.sh's costs section (sourced): what each mode costs real programs, side by side
+# (issue 34: the default mode). Wall time of
+#   clang++ -O2 -c on a generated C++ file (templates and std containers, clang's cc1 runs in
+#   the driver's process), and
+#   perl building and sorting a hash of 1M strings,
+# untraced, under memtraced -- CMD with uprobes (--inject=no), under memtraced -- CMD by
+# default (the in-process sampler), and under heaptrack; interleaved rounds. Keys:
+#   costs_clang_uprobes_vs_none, costs_clang_sampler_vs_none, costs_clang_heaptrack_vs_none,
+#   costs_perl_* the same; medians of per-round ratios.
+costs_section() {
+	local d=$TMP/costs cxx=/usr/bin/clang++ perl=/usr/bin/perl ht
+	ht=$(command -v heaptrack || true)
+	[ "$have_memtraced" = 1 ] && [ -x "$cxx" ] && [ -x "$perl" ] ||
+		{ na costs_clang_sampler_vs_none "memtraced, clang++ or perl is missing"; return; }
+	mkdir -p "$d"
+	# the C++ input: 150 class templates instantiated over std::map, std::vector, std::string
+	{
+		echo '#include <map>'; echo '#include <vector>'; echo '#include <string>'; echo '#include <algorithm>'
+		for i in $(seq 150); do
+			echo "template <class T> struct S$i { std::map<std::string, std::vector<T>> m;"
+			echo "  void add(const std::string &k, T v) { m[k].push_back(v); std::sort(m[k].begin(), m[k].end()); } };"
+			echo "int f$i() { S$i<int> s; s.add(\"a$i\", $i); S$i<double> t; t.add(\"b\", $i.5); return (int)s.m.size(); }"
+		done
+	} >"$d/in.cc"
+	echo 'my %h; for my $i (1..1000000) { $h{"key$i"} = "value" x ($i % 7) . $i } my @k = sort keys %h; print scalar(@k), "\n";' >"$d/in.pl"
+	local prog variant r t0 t1
+	local -A cmd=([clang]="$cxx -O2 -c $d/in.cc -o $d/in.o" [perl]="$perl $d/in.pl")
+	for r in $(seq "$ROUNDS"); do
+		for prog in clang perl; do
+			for variant in none uprobes sampler heaptrack; do
+				[ "$variant" = heaptrack ] && [ -z "$ht" ] && continue
+				t0=$(date +%s.%N)
+				case $variant in
+				none) ${cmd[$prog]} >/dev/null 2>>"$d/err" ;;
+				uprobes) "$MEMTRACED" -q --inject=no -o "$d/t.ctf" -- ${cmd[$prog]} >/dev/null 2>>"$d/err" ;;
+				sampler) MEMTRACED_INJECT= "$MEMTRACED" -q -o "$d/t.ctf" -- ${cmd[$prog]} >/dev/null 2>>"$d/err" ;;
+				heaptrack) (cd "$d" && "$ht" -o "$d/ht" ${cmd[$prog]} >/dev/null 2>>"$d/err") ;;
+				esac
+				t1=$(date +%s.%N)
+				awk -v a="$t1" -v b="$t0" 'BEGIN { printf "%.3f\n", a - b }' >>"$d/$prog-$variant"
+				rm -f "$d"/ht*.zst "$d"/ht*.gz
+			done
+			log "costs round $r $prog: none $(tail -1 "$d/$prog-none") uprobes $(tail -1 "$d/$prog-uprobes") sampler $(tail -1 "$d/$prog-sampler") heaptrack $(tail -1 "$d/$prog-heaptrack" 2>/dev/null) s"
+		done
+	done
+	for prog in clang perl; do
+		for variant in uprobes sampler heaptrack; do
+			[ -s "$d/$prog-$variant" ] || { na "costs_${prog}_${variant}_vs_none" "$variant did not run"; continue; }
+			set_result "costs_${prog}_${variant}_vs_none" "$(median_ratio "$d/$prog-$variant" "$d/$prog-none")"
+		done
+		# shellcheck disable=SC2046
+		set_result "costs_${prog}_none_s" "$(median $(cat "$d/$prog-none"))"
+	done
+	note costs_clang_sampler_vs_none "wall time of clang++ -O2 -c (a generated file of 150 templates over std containers) under memtraced -- CMD by default (the in-process sampler) over untraced; _uprobes: --inject=no; _heaptrack: heaptrack; medians of per-round ratios"
+	note costs_perl_sampler_vs_none "wall time of perl building and sorting a hash of 1M strings, the same variants"
+}

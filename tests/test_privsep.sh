@@ -158,3 +158,25 @@ fi
 touch "$TMP/w2/stop"
 wait "$tp"
 check privsep_pid_target_exit_status test $? = 3
+
+# ---- a stopped and continued parser lives on (issue 35): after SIGCONT the kernel resumes an
+# interrupted sleep or poll through restart_syscall, which the filter forbade ("forbidden
+# system call: restart_syscall (219)"), and every trace stopped with the parser
+mkdir -p "$TMP/stop"
+"$SITES" wait "$TMP/stop" >/dev/null 2>&1 & spid=$!
+wait_file "$TMP/stop/ready"
+"$MT" -p $spid --rate 1e-3 -d 4 -o "$TMP/stop.ctf" 2>"$TMP/stop.err" & mt=$!
+for _ in $(seq 100); do grep -q 'tracing PID' "$TMP/stop.err" && break; sleep 0.05; done
+parser=""
+for c in $(ps -o pid= --ppid "$mt"); do
+	[ "$(awk '/^Uid:/ { print $2 }' "/proc/$c/status" 2>/dev/null)" = 65534 ] && parser=$c
+done
+for _ in 1 2 3 4 5; do
+	[ -n "$parser" ] && kill -STOP "$parser" 2>/dev/null; sleep 0.2
+	[ -n "$parser" ] && kill -CONT "$parser" 2>/dev/null; sleep 0.2
+done
+wait $mt; rc=$?
+touch "$TMP/stop/stop"; wait $spid
+if [ -n "$parser" ] && [ $rc = 0 ] && ! grep -q 'forbidden system call' "$TMP/stop.err"; then
+	pass privsep_parser_survives_stop_and_continue
+else fail privsep_parser_survives_stop_and_continue "parser '${parser}', memtraced exit $rc: $(grep -m1 -E 'forbidden|error' "$TMP/stop.err")"; fi

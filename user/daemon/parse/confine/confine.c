@@ -34,6 +34,9 @@ static const int allowed[] = {
 	SCMP_SYS(getppid), SCMP_SYS(sched_yield), SCMP_SYS(sched_getaffinity),
 	SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigaction), SCMP_SYS(rt_sigreturn),
 	SCMP_SYS(sigaltstack), SCMP_SYS(nanosleep), SCMP_SYS(clock_nanosleep),
+	/* a sleep or poll interrupted by a stop (SIGSTOP, strace) goes on through restart_syscall
+	 * after SIGCONT: forbidden, it killed the parser (issue 35) */
+	SCMP_SYS(restart_syscall),
 	SCMP_SYS(clock_gettime), SCMP_SYS(gettimeofday), SCMP_SYS(getrandom),
 	SCMP_SYS(prlimit64), SCMP_SYS(getrlimit), SCMP_SYS(getuid), SCMP_SYS(geteuid),
 	SCMP_SYS(getgid), SCMP_SYS(getegid), SCMP_SYS(uname), SCMP_SYS(getcwd), SCMP_SYS(sysinfo), SCMP_SYS(fstatfs),

@@ -59,6 +59,21 @@ check_mode() { # MODE [PLUGIN]
 	else fail "inject_${mode}_sampler_placed" "memtraced exit $rc_mt: $(tail -n 3 "$dir/mt.err" | tr '\n' ' ')"; fi
 }
 
+# The checks below run their case five times: tally_run RUN RESULT_REGEX counts one run (rc:
+# memtraced's status, rc_t: the target's, dir: the run's files) in ok, or says in bad what
+# went wrong; five_of_five NAME passes when all five did.
+tally_run() {
+	if [ $rc_t != 0 ] || ! grep -q "$2" "$dir/out"; then
+		bad="run $1: target exit $rc_t: $(tail -n 1 "$dir/out")"
+	elif [ $rc != 0 ] || ! grep -q 'sampler placed' "$dir/mt.err"; then
+		bad="run $1: memtraced exit $rc: $(tail -n 1 "$dir/mt.err")"
+	else ok=$((ok + 1)); fi
+}
+five_of_five() {
+	if [ $ok = 5 ]; then pass "$1"
+	else fail "$1" "$ok of 5: $bad"; fi
+}
+
 check_mode thread_seccomp
 check_mode malloc_loop
 for mode in recv read_sock accept poll select msgrcv clock_nanosleep inotify; do
@@ -205,8 +220,7 @@ for mode in small_stack user_stack altstack; do
 			bad="run $run: memtraced exit $rc, stub on thread '${by}' (main $tpid): $(tail -n 1 "$dir/mt.err")"
 		else ok=$((ok + 1)); fi
 	done
-	if [ $ok = 5 ]; then pass "inject_${mode}_not_used"
-	else fail "inject_${mode}_not_used" "$ok of 5: $bad"; fi
+	five_of_five "inject_${mode}_not_used"
 done
 
 # A stale code cave (issue 34): the only cave is in a plugin, which the target unloads while
@@ -226,14 +240,9 @@ for run in 1 2 3 4 5; do
 	for _ in $(seq 100); do grep -q '^swapped' "$dir/out" && break; sleep 0.05; done
 	wait $mpid; rc=$?
 	touch "$dir/stop"; wait $tpid; rc_t=$?
-	if [ $rc_t != 0 ] || ! grep -q '^result ok' "$dir/out"; then
-		bad="run $run: target exit $rc_t: $(tail -n 1 "$dir/out")"
-	elif [ $rc != 0 ] || ! grep -q 'sampler placed' "$dir/mt.err"; then
-		bad="run $run: memtraced exit $rc: $(tail -n 1 "$dir/mt.err")"
-	else ok=$((ok + 1)); fi
+	tally_run $run '^result ok'
 done
-if [ $ok = 5 ]; then pass inject_stale_cave_not_run
-else fail inject_stale_cave_not_run "$ok of 5: $bad"; fi
+five_of_five inject_stale_cave_not_run
 
 # Address space (issue 34): a target under a tight RLIMIT_AS (100 MiB above what it uses) is
 # refused with the numbers by --inject=required, traced by uprobes under --inject, and its own
@@ -263,12 +272,9 @@ for run in 1 2 3 4 5; do
 	timeout 60 "$MT" -p $tpid --inject=required --rate 1e-4 -d 0.5 -o "$dir/t.ctf" 2>"$dir/mt.err"; rc=$?
 	sleep 0.2 # a few more rounds after the detach
 	touch "$dir/stop"; wait $tpid; rc_t=$?
-	if [ $rc_t != 0 ] || ! grep -q '^result ok' "$dir/out"; then bad="run $run: target exit $rc_t: $(tail -n 1 "$dir/out")"
-	elif [ $rc != 0 ] || ! grep -q 'sampler placed' "$dir/mt.err"; then bad="run $run: memtraced exit $rc: $(tail -n 1 "$dir/mt.err")"
-	else ok=$((ok + 1)); fi
+	tally_run $run '^result ok'
 done
-if [ $ok = 5 ]; then pass inject_rlimit_as_room_placed_unharmed
-else fail inject_rlimit_as_room_placed_unharmed "$ok of 5: $bad"; fi
+five_of_five inject_rlimit_as_room_placed_unharmed
 
 # The walk after a dlopen the sampler cannot wrap (issue 34): a thread confined by a filter
 # that kills on openat allocates all along while the main thread dlopens a plugin with
@@ -286,14 +292,9 @@ for run in 1 2 3 4 5; do
 	touch "$dir/stop.go"
 	wait $mpid; rc=$?
 	touch "$dir/stop"; wait $tpid; rc_t=$?
-	if [ $rc_t != 0 ] || ! grep -q '^result seccomp_dlopen ok' "$dir/out"; then
-		bad="run $run: target exit $rc_t: $(tail -n 1 "$dir/out")"
-	elif [ $rc != 0 ] || ! grep -q 'sampler placed' "$dir/mt.err"; then
-		bad="run $run: memtraced exit $rc: $(tail -n 1 "$dir/mt.err")"
-	else ok=$((ok + 1)); fi
+	tally_run $run '^result seccomp_dlopen ok'
 done
-if [ $ok = 5 ]; then pass inject_walk_not_on_confined_thread
-else fail inject_walk_not_on_confined_thread "$ok of 5: $bad"; fi
+five_of_five inject_walk_not_on_confined_thread
 
 # A process in a chroot (issue 34): its maps show our paths (/JAIL/bin/sites), which memtraced
 # looked for under /proc/PID/root/JAIL/...: -p --inject exited 1. The sampler library is not
@@ -347,5 +348,4 @@ for run in 1 2 3 4 5; do
 		bad="run $run: memtraced exit $rc: $(tail -n 1 "$dir/mt.err")"
 	else ok=$((ok + 1)); fi
 done
-if [ $ok = 5 ]; then pass inject_forks_during_attach_never_hang
-else fail inject_forks_during_attach_never_hang "$ok of 5: $bad"; fi
+five_of_five inject_forks_during_attach_never_hang

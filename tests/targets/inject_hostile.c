@@ -58,7 +58,8 @@ static int fail(const char *what, int err)
 }
 
 /* ---- thread_seccomp ---- */
-static void *confined_worker(void *arg)
+/* Confines the calling thread only (no TSYNC): openat kills the process. */
+static void confine_thread_openat(void)
 {
 	struct sock_filter f[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
@@ -72,6 +73,11 @@ static void *confined_worker(void *arg)
 		perror("seccomp");
 		exit(3);
 	}
+}
+
+static void *confined_worker(void *arg)
+{
+	confine_thread_openat();
 	char c;
 	return (void *)(long)read(fds[0], &c, 1);
 }
@@ -324,18 +330,7 @@ static int run_slow_dlopen(const char *plugin)
 static void *confined_allocator(void *arg)
 {
 	(void)arg;
-	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	struct sock_fprog prog = { 4, f };
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) {
-		perror("seccomp");
-		exit(3);
-	}
+	confine_thread_openat();
 	while (!stopped()) {
 		for (int i = 0; i < 100; i++) {
 			char *volatile p = malloc(4096 + i); /* volatile: the pair is not elided */

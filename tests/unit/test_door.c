@@ -117,12 +117,82 @@ static void test_offset_is_code(void)
 	close(null);
 }
 
+/* A FIFO is never opened, not even where a directory or any file is welcome (regular
+ * false): its writer, blocked in open until a reader comes, stays blocked (issue 35). */
+static void test_fifo_writer_stays_blocked(void)
+{
+	char fifo[] = "/tmp/memtraced-door-fifo2.XXXXXX";
+	int t = mkstemp(fifo);
+	if (t >= 0) close(t);
+	unlink(fifo);
+	mkfifo(fifo, 0666);
+	pid_t writer = fork();
+	if (writer == 0) {
+		int w = open(fifo, O_WRONLY); /* blocks until someone opens it to read */
+		_exit(w >= 0 ? 7 : 1);
+	}
+	usleep(100000);
+	char root_path[600];
+	snprintf(root_path, sizeof root_path, "/proc/%d/root%s", (int)getpid(), fifo);
+	int a = door_open_file(fifo, 0, false);
+	int ea = errno;
+	int b = door_open_file(root_path, 0, false);
+	int c = door_open_at(AT_FDCWD, fifo, 0, false);
+	usleep(200000);
+	int status = 0;
+	pid_t done = waitpid(writer, &status, WNOHANG);
+	CHECKF("door_fifo_never_opened", a < 0 && b < 0 && c < 0 && ea == EINVAL && done == 0,
+	       "fds %d %d %d (%s), writer %s", a, b, c, strerror(ea),
+	       done == 0 ? "still blocked" : "released");
+	kill(writer, SIGKILL);
+	waitpid(writer, NULL, 0);
+	unlink(fifo);
+	/* a symlink as the last component with O_NOFOLLOW: refused as open(2) would */
+	char link[] = "/tmp/memtraced-door-link.XXXXXX";
+	t = mkstemp(link);
+	if (t >= 0) close(t);
+	unlink(link);
+	if (symlink("/etc/passwd", link) != 0) perror(link);
+	int d = door_open_file(link, O_NOFOLLOW, false);
+	CHECKF("door_nofollow_refuses_a_symlink", d < 0 && errno == ELOOP, "fd %d (%s)", d, strerror(errno));
+	if (d >= 0) close(d);
+	d = door_open_file(link, 0, true);
+	CHECK("door_follows_a_symlink_when_allowed", d >= 0);
+	if (d >= 0) close(d);
+	unlink(link);
+}
+
+/* With a process's credentials, what its user may not read is refused, what it may is not,
+ * and this thread is root again afterwards (issue 35). */
+static void test_open_as(void)
+{
+	char secret[] = "/tmp/memtraced-door-secret.XXXXXX";
+	int t = mkstemp(secret); /* 0600, ours (root) */
+	if (t >= 0) close(t);
+	struct door_creds nobody = {.uid = 65534, .euid = 65534, .gid = 65534, .ngroups = 0};
+	int fd = door_open_file_as(secret, 0, true, &nobody);
+	CHECKF("door_open_as_refuses_what_the_user_may_not_read", fd < 0 && errno == EACCES,
+	       "fd %d (%s)", fd, strerror(errno));
+	if (fd >= 0) close(fd);
+	fd = door_open_file_as("/etc/passwd", 0, true, &nobody);
+	CHECK("door_open_as_opens_what_the_user_may_read", fd >= 0);
+	if (fd >= 0) close(fd);
+	fd = door_open_file(secret, 0, true);
+	CHECKF("door_root_again_after_open_as", fd >= 0, "%s", strerror(errno));
+	if (fd >= 0) close(fd);
+	struct door_creds mine;
+	CHECK("door_creds_of_self", door_creds_of(getpid(), &mine) && mine.uid == geteuid());
+	unlink(secret);
+}
+
 int main(void)
 {
 	test_refusals();
 	test_offset_is_code();
 	if (geteuid() == 0) {
 		test_container_symlink();
+		test_fifo_writer_stays_blocked();
+		test_open_as();
 	} else {
 		const char *ci = getenv("CI");
 		bool in_ci = ci && !strcmp(ci, "true");

@@ -3,9 +3,10 @@
  *
  * The rule: the parser may read ELF files (checked by their content once opened, wherever
  * they are: a target's objects and debug files), ld.so's cache and preload list, the /proc
- * files of the processes memtraced traces, and what the policy adds; nothing else. A path
- * under /proc/PID/root/ is resolved inside that root (openat2 RESOLVE_IN_ROOT), and so is
- * a path the parser opens relative to a root directory it was given. Metadata (stat, access,
+ * files of the processes memtraced traces, their own perf maps, and what the policy adds;
+ * nothing else. A path under /proc/PID/root/ is resolved inside that root (openat2
+ * RESOLVE_IN_ROOT) and opened with the credentials of process PID (door_open_file_as): the
+ * kernel refuses what that process's user may not read. Metadata (stat, access,
  * readlink) is answered for any path: it tells the parser what exists, never what a file
  * holds. Every answer is checked to still be wanted (the notification id) before it is given,
  * and the path is read from the parser's memory once, into our own buffer. */
@@ -42,6 +43,12 @@ struct broker {
 	pthread_mutex_t lock;
 	struct broker_stats stats;
 	debuginfod_client *debuginfod;
+	/* the credentials last seen of the processes the parser asked about (creds_of) */
+	struct {
+		pid_t pid;
+		struct door_creds creds;
+	} seen[32];
+	unsigned next_seen;
 };
 
 /* ---- the parser's memory ---- */
@@ -120,21 +127,69 @@ static bool ends_with(const char *s, const char *suffix)
 	return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
-/* A JIT's perf map in a target's /tmp ("/tmp/perf-PID.map"): text the unwinder names JIT
- * code from (its owner is checked there, against the process's user). */
-static bool is_perf_map(const char *path)
+/* A JIT's perf map ("/tmp/perf-N.map", or under /proc/PID/root/): text the unwinder names JIT
+ * code from. The process it belongs to: PID of /proc/PID/root/, else N (a process of our
+ * root); 0 when path is not a perf map. */
+static pid_t perf_map_owner(const char *path)
 {
 	const char *base = strrchr(path, '/');
-	if (!base || !strstr(path, "/tmp/") || strncmp(base, "/perf-", 6) != 0)
-		return false;
+	if (!base || base - path < 4 || strncmp(base - 4, "/tmp/", 5) != 0 || strncmp(base, "/perf-", 6) != 0)
+		return 0;
 	char *end;
-	strtol(base + 6, &end, 10);
-	return end != base + 6 && strcmp(end, ".map") == 0;
+	long n = strtol(base + 6, &end, 10);
+	if (end == base + 6 || n <= 0 || strcmp(end, ".map") != 0) return 0;
+	const char *rest;
+	pid_t pid = proc_pid_of(path, &rest);
+	if (pid) return rest && strncmp(rest, "root/tmp/perf-", 14) == 0 ? pid : 0;
+	return strncmp(path, "/tmp/perf-", 10) == 0 ? (pid_t)n : 0;
 }
 
+/* A process's credentials to open its files with. Read anew while it lives (they change);
+ * a process gone since keeps the ones last seen: the perf map of a program that ran to its
+ * end is read after it exited. */
+static bool creds_of(struct broker *b, pid_t pid, struct door_creds *c)
+{
+	size_t n = sizeof b->seen / sizeof b->seen[0];
+	if (door_creds_of(pid, c)) {
+		size_t i = 0;
+		while (i < n && b->seen[i].pid != pid) i++;
+		if (i == n) i = b->next_seen++ % n;
+		b->seen[i].pid = pid;
+		b->seen[i].creds = *c;
+		return true;
+	}
+	char dir[32];
+	struct stat st;
+	snprintf(dir, sizeof dir, "/proc/%d", (int)pid);
+	if (stat(dir, &st) == 0) return false; /* there, but its status unreadable */
+	for (size_t i = 0; i < n; i++)
+		if (b->seen[i].pid == pid) {
+			*c = b->seen[i].creds;
+			return true;
+		}
+	return false;
+}
+
+static bool creds_known(const struct broker *b, pid_t pid)
+{
+	for (size_t i = 0; i < sizeof b->seen / sizeof b->seen[0]; i++)
+		if (b->seen[i].pid == pid) return true;
+	return false;
+}
+
+/* How a file was opened for the parser, for the rules on what it holds. */
+struct opened {
+	pid_t as;                /* opened with this process's credentials (0: as root) */
+	struct door_creds creds; /* those credentials */
+	bool nofollow;           /* a symlink as the last component was refused */
+};
+
 /* A file opened for the parser on a path that is not an allowed /proc file: an ELF file, one
- * of ld.so's, an executable script, or one the policy allows. */
-static bool content_ok(struct broker *b, int fd, const char *path, const char **why)
+ * of ld.so's, a script's #! line, a perf map, or one the policy allows. The rules are about
+ * the opened file (issue 35: a name rule let a symlink named /tmp/perf-N.map lead to
+ * /etc/shadow, and a root-only #! script be read). */
+static bool content_ok(struct broker *b, int fd, const char *path, const struct opened *o,
+		       const char **why)
 {
 	struct stat st;
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -145,11 +200,19 @@ static bool content_ok(struct broker *b, int fd, const char *path, const char **
 	unsigned char magic[4];
 	ssize_t got = pread(fd, magic, 4, 0);
 	if (got == 4 && memcmp(magic, "\177ELF", 4) == 0) return true;
-	/* a script's #! line (which interpreter a command runs): an executable one only */
-	if (got >= 2 && magic[0] == '#' && magic[1] == '!' && (st.st_mode & 0111)) return true;
-	if (is_perf_map(path)) return true;
+	/* a script's #! line (which interpreter a command runs): an executable one, which its
+	 * target's user could read, or anyone could */
+	if (got >= 2 && magic[0] == '#' && magic[1] == '!' && (st.st_mode & 0111) &&
+	    (o->as || (st.st_mode & S_IROTH)))
+		return true;
+	/* a perf map: its process's own file, written by it (owned by its user), opened with
+	 * its credentials, not through a symlink */
+	pid_t owner = perf_map_owner(path);
+	if (owner && o->as == owner && o->nofollow &&
+	    (st.st_uid == o->creds.euid || st.st_uid == o->creds.uid))
+		return true;
 	if (b->policy.path_allowed && b->policy.path_allowed(b->policy.ctx, path)) return true;
-	*why = "not an ELF file";
+	*why = owner ? "not a perf map of its process (owned by its user, not a symlink)" : "not an ELF file";
 	return false;
 }
 
@@ -168,57 +231,65 @@ static int broker_open(struct broker *b, pid_t tid, int dirfd, const char *asked
 	int ours = (int)(flags & (O_DIRECTORY | O_NOFOLLOW));
 	char path[4096];
 	own_proc_path(b, tid, asked, path, sizeof path);
+	if (dirfd != AT_FDCWD && ((resolve & RESOLVE_IN_ROOT) || path[0] != '/')) {
+		/* a target's file is asked for by its /proc/PID/root/ path, which names the
+		 * process whose credentials open it; a directory fd does not */
+		*why = "relative to a directory (ask by /proc/PID/root/PATH)";
+		return -EACCES;
+	}
+	struct opened o = {0};
+	const char *rest;
+	pid_t pid = proc_pid_of(path, &rest);
+	pid_t perf_pid = perf_map_owner(path);
+	bool own = pid == b->peer;
 	int fd;
-	bool in_root = (resolve & RESOLVE_IN_ROOT) || path[0] != '/';
-	if (dirfd != AT_FDCWD && in_root) {
-		/* relative to a directory the broker gave it (a target's root) */
-		int dir = (int)syscall(SYS_pidfd_getfd, b->peer_pidfd, dirfd, 0);
-		if (dir < 0) {
-			*why = "bad directory fd";
-			return -EBADF;
-		}
-		fd = door_open_at(dir, path, ours, resolve & RESOLVE_IN_ROOT);
-		int e = errno;
-		close(dir);
-		if (fd < 0) return -e;
-	} else {
-		/* a relative path is relative to our directory, which is the parser's (it cannot
-		 * change it): checked by content below like any other file */
-		const char *rest;
-		pid_t pid = proc_pid_of(path, &rest);
-		bool own = pid == b->peer;
-		if (pid && (own || (b->policy.pid_allowed && b->policy.pid_allowed(b->policy.ctx, pid)))) {
-			if (rest && strncmp(rest, "root/", 5) == 0 && !own) {
-				/* resolved inside that root */
-				fd = door_open_file(path, ours, false);
-				if (fd < 0) return -errno;
-			} else if (proc_file_ok(rest) && (!own || (rest && strcmp(rest, "ns/mnt") == 0))) {
-				fd = door_open_file(path, ours, false);
-				return fd < 0 ? -errno : fd; /* as they are */
-			} else {
-				fd = door_open_file(path, ours & ~O_DIRECTORY, false);
-				if (fd < 0) return -errno;
-			}
-		} else if (pid || strncmp(path, "/proc/", 6) == 0 || strncmp(path, "/sys/", 5) == 0 ||
-			   strncmp(path, "/dev/", 5) == 0) {
-			*why = "not a traced process's file";
-			return -EACCES;
-		} else if (b->debuginfod && strncmp(path, BROKER_DEBUGINFOD_PREFIX,
-						    strlen(BROKER_DEBUGINFOD_PREFIX)) == 0) {
-			const char *hex = path + strlen(BROKER_DEBUGINFOD_PREFIX);
-			unsigned char id[64];
-			size_t n = 0;
-			while (n < sizeof id && sscanf(hex + 2 * n, "%2hhx", &id[n]) == 1) n++;
-			if (!n) return -ENOENT;
-			/* the client is not thread-safe; the broker's thread alone uses it */
-			fd = debuginfod_find_debuginfo(b->debuginfod, id, (int)n, NULL);
-			if (fd < 0) return fd;
+	if (perf_pid && !(b->policy.pid_allowed && b->policy.pid_allowed(b->policy.ctx, perf_pid))) {
+		*why = "a perf map of a process not traced";
+		return -EACCES;
+	}
+	if (perf_pid) {
+		/* as its process, never through a symlink */
+		if (!creds_of(b, perf_pid, &o.creds)) return -ESRCH;
+		o.as = perf_pid;
+		o.nofollow = true;
+		fd = door_open_file_as(path, ours | O_NOFOLLOW, false, &o.creds);
+		if (fd < 0) return -errno;
+	} else if (pid && (own || (b->policy.pid_allowed && b->policy.pid_allowed(b->policy.ctx, pid)))) {
+		if (!own && !creds_known(b, pid)) creds_of(b, pid, &o.creds); /* while it lives */
+		if (rest && strncmp(rest, "root/", 5) == 0 && !own) {
+			/* resolved inside that root, with that process's credentials */
+			if (!creds_of(b, pid, &o.creds)) return -ESRCH;
+			o.as = pid;
+			fd = door_open_file_as(path, ours, false, &o.creds);
+			if (fd < 0) return -errno;
+		} else if (proc_file_ok(rest) && (!own || (rest && strcmp(rest, "ns/mnt") == 0))) {
+			fd = door_open_file(path, ours, false);
+			return fd < 0 ? -errno : fd; /* as they are */
 		} else {
 			fd = door_open_file(path, ours & ~O_DIRECTORY, false);
 			if (fd < 0) return -errno;
 		}
+	} else if (pid || strncmp(path, "/proc/", 6) == 0 || strncmp(path, "/sys/", 5) == 0 ||
+		   strncmp(path, "/dev/", 5) == 0) {
+		*why = "not a traced process's file";
+		return -EACCES;
+	} else if (b->debuginfod && strncmp(path, BROKER_DEBUGINFOD_PREFIX,
+					    strlen(BROKER_DEBUGINFOD_PREFIX)) == 0) {
+		const char *hex = path + strlen(BROKER_DEBUGINFOD_PREFIX);
+		unsigned char id[64];
+		size_t n = 0;
+		while (n < sizeof id && sscanf(hex + 2 * n, "%2hhx", &id[n]) == 1) n++;
+		if (!n) return -ENOENT;
+		/* the client is not thread-safe; the broker's thread alone uses it */
+		fd = debuginfod_find_debuginfo(b->debuginfod, id, (int)n, NULL);
+		if (fd < 0) return fd;
+	} else {
+		/* a relative path is relative to our directory, which is the parser's (it cannot
+		 * change it): checked by content below like any other file */
+		fd = door_open_file(path, ours & ~O_DIRECTORY, false);
+		if (fd < 0) return -errno;
 	}
-	if (!content_ok(b, fd, path, why)) {
+	if (!content_ok(b, fd, path, &o, why)) {
 		close(fd);
 		return -EACCES;
 	}

@@ -5,9 +5,10 @@
  *
  * - a process's /proc files (maps, status, stat, auxv, comm, cmdline, mem, task/TID/...):
  *   opened by name under /proc/PID/, a name without "..";
- * - a file of a target (an object it maps, a path the parser named): read-only, never
- *   blocking, a regular file only (a FIFO or a device planted there would block or feed us
- *   forever); a path under /proc/PID/root/ is resolved inside that root (openat2 with
+ * - a file of a target (an object it maps, a path the parser named): found with O_PATH,
+ *   which opens nothing, and opened for reading only when it is a regular file (or a
+ *   directory where asked for): a FIFO or a device planted there is never opened (its writer
+ *   released, its driver called); a path under /proc/PID/root/ is resolved inside that root (openat2 with
  *   RESOLVE_IN_ROOT and no magic links): a container's symlink cannot lead out of it.
  *
  * The daemon parses none of these files' contents but the kernel's own /proc text; the
@@ -40,6 +41,22 @@ int door_proc_root(pid_t pid);
  * O_NOFOLLOW from flags): under /proc/PID/root/ resolved inside that root. regular: refuse
  * anything but a regular file (EINVAL). -1 with errno. */
 int door_open_file(const char *path, int flags, bool regular);
+/* The credentials a process opens files with, from /proc/PID/status: its filesystem uid
+ * and gid, its groups (as seen from our user namespace: a process in a user namespace of
+ * its own shows the ids it really has); euid, for the owner of what it writes. */
+#define DOOR_MAX_GROUPS 256
+struct door_creds {
+	uid_t uid, euid;
+	gid_t gid;
+	int ngroups;
+	gid_t groups[DOOR_MAX_GROUPS];
+};
+/* false when the process is gone or has more groups than DOOR_MAX_GROUPS. */
+bool door_creds_of(pid_t pid, struct door_creds *c);
+/* door_open_file with the credentials c on this thread while it opens (issue 35): the kernel
+ * refuses what that process's user may not read, even where root could (a root-only file
+ * bind-mounted into a target's mount namespace). */
+int door_open_file_as(const char *path, int flags, bool regular, const struct door_creds *c);
 /* path relative to the directory dir (a target's root the parser was given) or absolute,
  * read-only as door_open_file; in_root: resolved inside dir (RESOLVE_IN_ROOT). -1 with errno. */
 int door_open_at(int dir, const char *path, int flags, bool in_root);

@@ -309,7 +309,10 @@ static void send_ready(int sock, int fd, const char *err)
 	sendmsg(sock, &mh, MSG_NOSIGNAL);
 }
 
-/* Test-only: what the broker lets the confined parser open ("A:B:C", reported on stderr). */
+/* Test-only: what the broker lets the confined parser open ("A:B:C", reported on stderr):
+ * MEMTRACED_TEST_PARSER_OPEN once confined, MEMTRACED_TEST_PARSER_OPEN_TRACED when the first
+ * channel comes, a traced process's (the broker allows its files by then): as a parser that
+ * was taken over would ask. */
 static void try_opens(const char *list)
 {
 	char buf[4096];
@@ -363,6 +366,9 @@ void parser_serve(int ctl, pid_t daemon, bool serving_http)
 			}
 			continue;
 		}
+		static bool tried;
+		if (!tried) try_opens(getenv("MEMTRACED_TEST_PARSER_OPEN_TRACED"));
+		tried = true;
 		struct chan *c = calloc(1, sizeof *c);
 		size_t bytes = shm_ring_bytes(PARSER_REQ_RING) + shm_ring_bytes(PARSER_RES_RING);
 		void *mem = c ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;

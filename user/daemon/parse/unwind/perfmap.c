@@ -107,7 +107,7 @@ const char *perfmap_find(const struct perfmap *m, uint64_t pc, uint64_t *start)
 	return m->names + best->name;
 }
 
-/* The PID the target's own namespace gives it (the last NSpid), its real uid; false if gone. */
+/* The PID the target's own namespace gives it (the last NSpid), its effective uid; false if gone. */
 static bool status_of(pid_t pid, long *nspid, long *uid)
 {
 	char path[64], line[256];
@@ -118,8 +118,11 @@ static bool status_of(pid_t pid, long *nspid, long *uid)
 	*nspid = pid;
 	*uid = -1;
 	while (fgets(line, sizeof line, f)) {
-		if (strncmp(line, "Uid:", 4) == 0)
-			*uid = strtol(line + 4, NULL, 10);
+		if (strncmp(line, "Uid:", 4) == 0) {
+			char *e; /* the effective uid: the owner of the files it writes */
+			strtol(line + 4, &e, 10);
+			*uid = strtol(e, NULL, 10);
+		}
 		else if (strncmp(line, "NSpid:", 6) == 0) {
 			char *p = line + 6, *end;
 			for (long v; (v = strtol(p, &end, 10)), end != p; p = end)
@@ -160,8 +163,8 @@ bool perfmap_load(struct perfmap *m, pid_t pid)
 	m->absent = fd < 0;
 	if (fd < 0)
 		return false;
-	bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-		  (st.st_uid == (uid_t)m->uid || st.st_uid == 0);
+	/* the broker opens only a regular file owned by the process's user (issue 35) */
+	bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == (uid_t)m->uid;
 	char *text = ok ? maps_read_fd(fd, MAX_BYTES) : NULL;
 	close(fd);
 	ok = text && perfmap_parse(m, text);

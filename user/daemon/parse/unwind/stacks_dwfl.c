@@ -6,7 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,11 +103,15 @@ void stacks_note_cap(struct stacks *s, Dwfl_Module *mod, const char *cap)
 /* ---- libdw callbacks ---- */
 
 
-/* Opens path (absolute, as the target sees it) under the target's root; -1 if absent. */
-static int open_in_root(int root_fd, const char *path)
+/* Opens path (absolute, as the target sees it) under the target's root; -1 if absent. Asked
+ * by its /proc/PID/root/ path: the broker resolves it inside that root (RESOLVE_IN_ROOT) with
+ * that process's credentials, which a directory fd would not name (issue 35). */
+static int open_in_root(const char *root_path, const char *path)
 {
-	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT};
-	int fd = (int)syscall(SYS_openat2, root_fd, path, &how, sizeof how);
+	char full[PATH_MAX];
+	if (snprintf(full, sizeof full, "%s%s", root_path, path) >= (int)sizeof full)
+		return -1;
+	int fd = open(full, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	struct stat sb;
@@ -123,7 +127,7 @@ static int cb_find_elf(Dwfl_Module *mod, void **userdata, const char *module_nam
 {
 	struct stacks *s = stacks_current;
 	if (s && s->root_fd >= 0 && module_name[0] == '/') {
-		int fd = open_in_root(s->root_fd, module_name);
+		int fd = open_in_root(s->root_path, module_name);
 		if (fd >= 0) {
 			/* the name libdw searches .gnu_debuglink files next to: the target's view */
 			if (asprintf(file_name, "%s%s", s->root_path, module_name) < 0)

@@ -148,4 +148,31 @@ else
 	fail hostile_fifo_never_opened "the user's program never got ready: $(cat "$H/fifo.out")"
 fi
 stop_user fifo
+
+
+# ---- 4. JIT code that never repeats a pc (finding 4): past the cap of distinct frames (here
+# 2000, a test hook; 1 Mi by default) new frames are one marker, the distinct stacks stop
+# growing, and the summary and /metrics say how many frames were named so
+mkdir -p "$H/churn"
+chown "$uid:$gid" "$H/churn"
+as_user "$H/jit" "$H/churn" churn >/dev/null 2>&1 &
+if wait_file "$H/churn/ready" 100; then
+	churn=$(cat "$H/churn/ready")
+	port=$(free_port)
+	MEMTRACED_TEST_MAX_SYMBOLIZED=2000 "$MT" -p "$churn" --rate 1e-2 -d 6 --listen "127.0.0.1:$port" \
+		-o "$TMP/churn.ctf" 2>"$TMP/churn.err" &
+	m=$!
+	sleep 5
+	curl -s "http://127.0.0.1:$port/metrics" >"$TMP/churn.metrics"
+	wait $m
+	over=$(grep -o '[0-9]* frames named "\[over the cap of distinct frames\]"' "$TMP/churn.err" | cut -d' ' -f1)
+	stacks=$(grep -o '[0-9]* distinct stacks' "$TMP/churn.err" | cut -d' ' -f1)
+	if [ "${over:-0}" -gt 1000 ] && [ "${stacks:-99999}" -le 2100 ]; then pass hostile_jit_churn_capped
+	else fail hostile_jit_churn_capped "${over:-no} frames over the cap, ${stacks:-?} distinct stacks: $(tail -n 1 "$TMP/churn.err" | cut -c1-300)"; fi
+	check hostile_jit_churn_metrics grep -qE "^memtraced_frames_over_cap_total\{pid=\"$churn\",comm=\"[^\"]*\",cap=\"distinct_frames\"\} [1-9]" "$TMP/churn.metrics"
+else
+	fail hostile_jit_churn_capped "the user's program never got ready"
+fi
+touch "$H/churn/stop"
+
 wait 2>/dev/null

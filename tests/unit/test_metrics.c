@@ -23,7 +23,8 @@ int main(int argc, char **argv)
 {
 	struct metrics_proc p[2] = {
 		{.pid = 42, .comm = "redis-server", .live_bytes = 1048576, .live_objects = 1000,
-		 .allocated_bytes = 5e9, .samples = 12345, .drop_ringbuf = 3},
+		 .allocated_bytes = 5e9, .samples = 12345, .drop_ringbuf = 3,
+		 .over_cap_frames = 7, .py_over_budget = 5},
 		{.pid = 43, .comm = "we\"ird\\na\nme", .live_bytes = 0, .samples = 1},
 	};
 	struct metrics_daemon d = {.processes = 2, .attach_failures = 1, .version = "0.1", .kernel = "6.1.0-57-amd64", .attach_mode = "perf", .cpu_seconds = 1.5,
@@ -71,6 +72,9 @@ int main(int argc, char **argv)
 	      strstr(text, "memtraced_live_bytes{pid=\"42\",comm=\"redis-server\"} 1048576\n") != NULL);
 	CHECK("metrics_drop_reason",
 	      strstr(text, "memtraced_dropped_samples_total{pid=\"42\",comm=\"redis-server\",reason=\"ringbuf_full\"} 3\n") != NULL);
+	CHECK("metrics_frames_over_cap",
+	      strstr(text, "memtraced_frames_over_cap_total{pid=\"42\",comm=\"redis-server\",cap=\"distinct_frames\"} 7\n") &&
+	      strstr(text, "memtraced_frames_over_cap_total{pid=\"42\",comm=\"redis-server\",cap=\"python_names\"} 5\n"));
 	free(text);
 	text = metrics_render(NULL, 0, &d, &len);
 	CHECK("metrics_no_process_still_renders", text && strstr(text, "memtraced_processes 2\n"));

@@ -124,7 +124,8 @@ void targets_publish(struct targets *ts)
 			.live_bytes = ls.nsamples * per_sample, .live_objects = ls.objects,
 			.allocated_bytes = ls.alloc_nsamples * per_sample, .samples = tot.samples,
 			.drop_ringbuf = tot.drop_ringbuf, .drop_map_full = tot.drop_map_full,
-			.drop_stack_copy = tot.drop_stack_copy};
+			.drop_stack_copy = tot.drop_stack_copy, .over_cap_frames = tot.over_cap_frames,
+			.py_over_budget = tot.py_over_budget};
 		char name[8192];
 		html(name, sizeof name, t->exe);
 		if (plen < page_cap)

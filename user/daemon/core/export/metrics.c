@@ -103,6 +103,18 @@ char *metrics_render(const struct metrics_proc *p, size_t n, const struct metric
 			put(&o, "\",reason=\"%s\"} %llu\n", reason[r], (unsigned long long)v[r]);
 		}
 	}
+	family(&o, "memtraced_frames_over_cap_total", "counter",
+	       "Frames named for the parser's memory caps instead of by their code, by process and "
+	       "cap: distinct frames per process or in all, the Python names' memory budget.");
+	for (size_t i = 0; i < n; i++) {
+		static const char *const cap[] = {"distinct_frames", "python_names"};
+		uint64_t v[2] = {p[i].over_cap_frames, p[i].py_over_budget};
+		for (int c = 0; c < 2; c++) {
+			put(&o, "memtraced_frames_over_cap_total{pid=\"%d\",comm=\"", (int)p[i].pid);
+			put_label(&o, p[i].comm);
+			put(&o, "\",cap=\"%s\"} %llu\n", cap[c], (unsigned long long)v[c]);
+		}
+	}
 	if (d->version && d->kernel && d->attach_mode) {
 		family(&o, "memtraced_build_info", "gauge",
 		       "memtraced's version, the kernel it runs on and how its allocator probes attach.");

@@ -19,6 +19,9 @@ struct metrics_proc {
 	double allocated_bytes;    /* estimated, since attach */
 	uint64_t samples;          /* sampled allocations since attach */
 	uint64_t drop_ringbuf, drop_map_full, drop_stack_copy;
+	/* frames the parser named for its memory caps (protocol/stack_types.h): past the
+	 * distinct-frame cap, past the Python names' budget */
+	uint64_t over_cap_frames, py_over_budget;
 };
 
 struct metrics_daemon {

@@ -504,6 +504,8 @@ void session_get_totals(struct session *s, struct session_totals *t)
 		t->capped_stacks = ss.capped_stacks;
 		t->capped_objects = ss.capped_objects;
 		t->capped_frames = ss.capped_codes;
+		t->over_cap_frames = ss.over_cap_frames;
+		t->py_over_budget = ss.py_over_budget;
 		snprintf(t->capped_note, sizeof t->capped_note, "%s", ss.capped_note);
 	}
 	struct stat sb;
@@ -593,6 +595,15 @@ void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 		fprintf(out, "; %llu objects over the debug-info, symbol or time cap: %s (%llu distinct "
 			"frames named from symbols or object+offset)", (unsigned long long)t.capped_objects,
 			t.capped_note[0] ? t.capped_note : "?", (unsigned long long)t.capped_frames);
+	if (t.over_cap_frames)
+		fprintf(out, "; %llu frames named \"[over the cap of distinct frames]\" (the parser "
+			"keeps at most %llu distinct frames per process, %llu in all)",
+			(unsigned long long)t.over_cap_frames, (unsigned long long)STACKS_CODES_PER_PROCESS,
+			(unsigned long long)STACKS_ALL_CODES_CAP);
+	if (t.py_over_budget)
+		fprintf(out, "; %llu Python frames named \"[over the Python names' memory budget]\" "
+			"(%zu MiB per process, %zu MiB in all)", (unsigned long long)t.py_over_budget,
+			PY_BUDGET_PROCESS >> 20, PY_BUDGET_ALL >> 20);
 	print_python(s, out);
 	if (t.other_pid) fprintf(out, "; %llu records of other processes ignored",
 				 (unsigned long long)t.other_pid);

@@ -2,6 +2,7 @@
  * object and kept. The frame copied in BPF carries the code object's co_qualname as it was
  * when the frame ran (its ident): a kept entry whose ident differs, or a code object read now
  * whose co_qualname differs, was freed and its memory reused, and gives no name. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,33 @@
 #define MAX_NAME_CHARS 1000        /* a longer name is cut */
 #define MAX_LINETABLE (256u << 10) /* a longer table: lines past it are the first line */
 #define MAX_CODES (1u << 20)       /* code objects kept per process */
+
+/* ---- the memory budget (pyproc.h) ---- */
+
+static size_t budget_process = PY_BUDGET_PROCESS;
+static _Atomic size_t bytes_all; /* of every pyproc of the parser: its threads share it */
+
+void pyproc_set_budget(size_t per_process) { budget_process = per_process; }
+uint64_t pyproc_over_budget(const struct pyproc *p) { return p ? p->over_budget : 0; }
+size_t pyproc_bytes(const struct pyproc *p) { return p ? p->bytes : 0; }
+
+/* May p keep more bytes? (a code object is at most a few KiB plus its table) */
+static bool budget_left(const struct pyproc *p, size_t more)
+{
+	return p->bytes + more <= budget_process && atomic_load(&bytes_all) + more <= PY_BUDGET_ALL;
+}
+
+static void budget_take(struct pyproc *p, size_t n)
+{
+	p->bytes += n;
+	atomic_fetch_add(&bytes_all, n);
+}
+
+static void budget_give(struct pyproc *p, size_t n)
+{
+	p->bytes -= n;
+	atomic_fetch_sub(&bytes_all, n);
+}
 
 /* ---- the location table (3.11+, Objects/locations.md) ---- */
 
@@ -142,6 +170,12 @@ static uint64_t hash_str(uint64_t h, const char *s)
 	return h;
 }
 
+static size_t code_bytes(const struct pycode *c)
+{
+	return sizeof *c + (c->filename ? strlen(c->filename) + 1 : 0) +
+	       (c->qualname ? strlen(c->qualname) + 1 : 0) + c->table_len + 1;
+}
+
 static void code_free(struct pycode *c)
 {
 	free(c->filename);
@@ -208,13 +242,22 @@ static void grow(struct pyproc *p)
 	free(old);
 }
 
-static void insert(struct pyproc *p, struct pycode *c)
+/* Keeps c, or frees it and returns false when the budget is spent. */
+static bool insert(struct pyproc *p, struct pycode *c)
 {
+	size_t n = code_bytes(c);
+	if (!budget_left(p, n)) {
+		p->over_budget++;
+		code_free(c);
+		return false;
+	}
+	budget_take(p, n);
 	if (p->ncodes >= 2 * p->nbuckets) grow(p);
 	struct pycode **slot = &p->buckets[bucket_of(p, c->code)];
 	c->next = *slot;
 	*slot = c;
 	p->ncodes++;
+	return true;
 }
 
 /* The entry of (code, ident); with ident 0, any of code. An entry of code with another
@@ -226,6 +269,7 @@ static struct pycode *lookup(struct pyproc *p, uint64_t code, uint64_t ident)
 		if (c->code != code) continue;
 		if (!ident || c->ident == ident) return c;
 		*pc = c->next;
+		budget_give(p, code_bytes(c));
 		code_free(c);
 		p->ncodes--;
 		break;
@@ -267,12 +311,38 @@ void pyproc_learn(struct pyproc *p, const struct mt_py_code *k)
 	insert(p, c);
 }
 
-static struct pycode *code_of(struct pyproc *p, const struct mt_py_frame *f)
+struct pyproc *pyproc_for_test(void)
+{
+	struct pyproc *p = calloc(1, sizeof *p);
+	if (!p) return NULL;
+	p->mem_fd = -1;
+	p->code_type = 1; /* no code object read from memory is taken */
+	p->nbuckets = 16;
+	p->buckets = calloc(p->nbuckets, sizeof *p->buckets);
+	if (!p->buckets) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+/* The entry of f's code object, read now if need be; NULL with *over when the budget (or
+ * MAX_CODES) is spent: a code object is not even read then. */
+static struct pycode *code_of(struct pyproc *p, const struct mt_py_frame *f, bool *over)
 {
 	struct pycode *c = lookup(p, f->code, f->ident);
-	if (c || p->ncodes >= MAX_CODES) return c;
+	*over = false;
+	if (c) return c;
+	if (p->ncodes >= MAX_CODES || !budget_left(p, sizeof *c + 2 * MAX_NAME_CHARS)) {
+		p->over_budget++;
+		*over = true;
+		return NULL;
+	}
 	c = read_code(p, f);
-	if (c) insert(p, c);
+	if (c && !insert(p, c)) {
+		*over = true;
+		return NULL;
+	}
 	return c;
 }
 
@@ -283,7 +353,9 @@ static void whole_table(struct pyproc *p, struct pycode *c, const struct mt_py_f
 	c->table_cut = false;
 	struct pycode *now = read_code(p, f);
 	if (!now) return;
-	if (now->table && now->table_len > c->table_len) {
+	if (now->table && now->table_len > c->table_len &&
+	    budget_left(p, now->table_len - c->table_len)) {
+		budget_take(p, now->table_len - c->table_len);
 		free(c->table);
 		c->table = now->table;
 		c->table_len = now->table_len;
@@ -294,8 +366,9 @@ static void whole_table(struct pyproc *p, struct pycode *c, const struct mt_py_f
 
 int pyproc_locate(struct pyproc *p, const struct mt_py_frame *f, struct py_location *out)
 {
-	struct pycode *c = p ? code_of(p, f) : NULL;
-	if (!c) return -1;
+	bool over = false;
+	struct pycode *c = p ? code_of(p, f, &over) : NULL;
+	if (!c) return over ? PY_OVER_BUDGET : -1;
 	if (c->table_cut) whole_table(p, c, f);
 	int line = c->firstlineno;
 	if (f->instr != UINT32_MAX && f->instr >= p->o.code_adaptive && c->table)
@@ -317,5 +390,6 @@ void pyproc_close(struct pyproc *p)
 			code_free(c);
 		}
 	free(p->buckets);
+	atomic_fetch_sub(&bytes_all, p->bytes);
 	free(p);
 }

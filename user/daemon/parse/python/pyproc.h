@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "protocol/python.h"
+#include "protocol/stack_types.h"
 
 struct pyproc;
 
@@ -35,12 +36,25 @@ struct py_location {
 	uint64_t hash;           /* of (filename, qualname): with the line, what makes a code */
 };
 /* The location of frame f: 0, or -1 when its code object is gone (freed, its memory reused:
- * f->ident no longer matches) or cannot be read. */
+ * f->ident no longer matches) or cannot be read, or PY_OVER_BUDGET when naming it would
+ * take more memory than the budget allows (below). */
+#define PY_OVER_BUDGET (-2)
 int pyproc_locate(struct pyproc *p, const struct mt_py_frame *f, struct py_location *out);
 
 /* The names of a code object, as the BPF program copied them from a sample (kept unless
  * known already). */
 void pyproc_learn(struct pyproc *p, const struct mt_py_code *c);
+
+/* The memory the names and line tables of code objects may take in the parser (issue 35: a
+ * forged runtime made it keep 256 KiB per code object, a million of them): PY_BUDGET_PROCESS
+ * per process and PY_BUDGET_ALL for all processes together (protocol/stack_types.h). A code object past it is not
+ * read (PY_OVER_BUDGET), and counted: pyproc_over_budget. */
+uint64_t pyproc_over_budget(const struct pyproc *p);
+/* For tests: another budget per process than PY_BUDGET_PROCESS (for all processes opened
+ * after the call); a pyproc of no process, for pyproc_learn and pyproc_locate; the bytes kept. */
+void pyproc_set_budget(size_t per_process);
+struct pyproc *pyproc_for_test(void);
+size_t pyproc_bytes(const struct pyproc *p);
 
 /* For tests: the line of the instruction at byte offset addr of a code object whose location
  * table is table (3.11+'s format), first line firstlineno. */

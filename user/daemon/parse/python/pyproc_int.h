@@ -32,6 +32,8 @@ struct pyproc {
 	struct py_objlayout o;
 	struct pycode **buckets;
 	size_t nbuckets, ncodes;
+	size_t bytes;          /* what the kept names and line tables take (pynames.c's budget) */
+	uint64_t over_budget;  /* code objects not named: the budget was spent */
 };
 
 /* The layout of CPython 3.11 (version 0x030b) or 3.12 (0x030c) release builds on x86-64. */

@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/openat2.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +49,7 @@ static const struct stacks_limits default_limits = {
 	.max_debug_bytes = UINT64_C(1) << 30,
 	.max_symbols = 1u << 22,
 	.max_symbolize_ns = UINT64_C(10) * 1000000000u,
-	.max_symbolized = 1u << 20,
+	.max_symbolized = STACKS_CODES_PER_PROCESS,
 };
 
 
@@ -60,6 +61,24 @@ static uint64_t now_ns(void)
 }
 
 
+
+/* Distinct codes of all processes of the parser together (its threads share it): past
+ * STACKS_ALL_CODES_CAP every process's new frames are the cap marker. */
+static _Atomic uint64_t all_codes;
+
+/* No new distinct code for this process (issue 35: JIT pcs, unknown pcs and Python frames
+ * went past the cap and grew the location caches and the trie without bound)? Past
+ * max_symbolized an object's frames are object+0xOFFSET (cheap, and as many as its code has
+ * instructions), past 4x that every new frame is the marker; any other kind of frame (JIT,
+ * unknown, Python, markers) is the marker past max_symbolized itself. */
+static bool over_code_cap(const struct stacks *s, bool native)
+{
+	uint64_t cap = s->limits.max_symbolized;
+	if (native) cap = cap > UINT64_MAX / 4 ? UINT64_MAX : cap * 4;
+	return s->stats.codes >= cap || atomic_load(&all_codes) >= STACKS_ALL_CODES_CAP;
+}
+
+#define CAP_KIND "overcap"
 
 static struct code_entry *entry_of(const struct stacks *s, uint64_t code)
 {
@@ -88,6 +107,16 @@ static uint64_t intern(struct stacks *s, uint64_t obj_hash, uint64_t offset, Dwf
 				return code;
 			}
 			continue; /* collision: another frame has this code, try the next one */
+		}
+		if (obj_hash != hash_bytes('M', CAP_KIND, strlen(CAP_KIND)) &&
+		    over_code_cap(s, mod != NULL)) {
+			symbolize_free(given, ngiven);
+			s->stats.over_cap_frames++;
+			if (!s->cap_code)
+				s->cap_code = intern(s, hash_bytes('M', CAP_KIND, strlen(CAP_KIND)), 0, NULL,
+						     NULL, 0, SYMBOLIZE_FULL, STACKS_TRUNCATED_FILE,
+						     "[over the cap of distinct frames]", NULL, 0, false);
+			return s->cap_code;
 		}
 		if (s->nentries == s->entries_cap) {
 			size_t cap = s->entries_cap ? s->entries_cap * 2 : 256;
@@ -126,6 +155,7 @@ static uint64_t intern(struct stacks *s, uint64_t obj_hash, uint64_t offset, Dwf
 		}
 		s->nentries++;
 		s->stats.codes++;
+		atomic_fetch_add(&all_codes, 1);
 		return code;
 	}
 	return 0;
@@ -271,6 +301,9 @@ static struct stacks *open_common(pid_t pid, const char *object_path, uint64_t b
 	s->root_fd = -1;
 	s->object_base = base;
 	s->limits = default_limits;
+	const char *cap = getenv("MEMTRACED_TEST_MAX_SYMBOLIZED"); /* tests: the cap reached soon */
+	if (cap && strtoull(cap, NULL, 10) > 0)
+		s->limits.max_symbolized = strtoull(cap, NULL, 10);
 	stacks_current = s;
 	if (!object_path) {
 		stacks_open_target_root(s);
@@ -373,6 +406,12 @@ static uint64_t jit_code(struct stacks *s, const struct maps_region *r, Dwarf_Ad
 		name = perfmap_find(&s->perfmap, pc, &start);
 	}
 	uint64_t seen = u64map_get(&s->jit_pcs, pc); /* distinct pcs: a re-read of the maps */
+	if (!seen && over_code_cap(s, false)) {       /* no memory per pc past the cap */
+		s->stats.over_cap_frames++;
+		s->cap_code = marker_code(s, CAP_KIND, 0, STACKS_TRUNCATED_FILE,
+					  "[over the cap of distinct frames]");
+		return s->cap_code;
+	}
 	if (!seen || (seen == 2 && name)) {           /* meets them again */
 		u64map_put(&s->jit_pcs, pc, name ? 1 : 2);
 		if (!seen) s->stats.jit_frames++;
@@ -403,7 +442,7 @@ static uint64_t code_of_pc(struct stacks *s, Dwarf_Addr pc)
 	}
 	if (r && r->kind == MAPS_ANON_EXEC) {
 		code = jit_code(s, r, pc);
-		if (code)
+		if (code && code != s->cap_code)
 			u64map_put(&s->pc_codes, pc, code);
 		return code;
 	}
@@ -435,7 +474,7 @@ static uint64_t code_of_pc(struct stacks *s, Dwarf_Addr pc)
 		o->depth = SYMBOLIZE_OFFSET;
 		stacks_note_cap(s, mod, "time");
 	}
-	if (code)
+	if (code && code != s->cap_code)
 		u64map_put(&s->pc_codes, pc, code);
 	return code;
 }
@@ -444,7 +483,10 @@ static uint64_t code_of_pc(struct stacks *s, Dwarf_Addr pc)
 static uint64_t python_code(struct stacks *s, bool *last)
 {
 	struct py_location loc;
-	if (stacks_py_take(s, &loc, last) < 0)
+	int rc = stacks_py_take(s, &loc, last);
+	if (rc == PY_OVER_BUDGET)
+		return marker_code(s, "pybudget", 0, "<python>", "[over the Python names' memory budget]");
+	if (rc < 0)
 		return marker_code(s, "pygone", 0, "<python>", "[code object gone]");
 	uint64_t key = u64_mix(loc.hash ^ u64_mix(loc.line + UINT64_C(0x51ed27)));
 	uint64_t code = u64map_get(&s->py_codes, key);
@@ -461,7 +503,7 @@ static uint64_t python_code(struct stacks *s, bool *last)
 		return 0;
 	}
 	code = intern(s, loc.hash, loc.line, NULL, NULL, 0, SYMBOLIZE_FULL, NULL, NULL, l, 1, false);
-	if (code)
+	if (code && code != s->cap_code)
 		u64map_put(&s->py_codes, key, code);
 	return code;
 }
@@ -638,6 +680,7 @@ void stacks_close(struct stacks *s)
 		stacks_current = NULL;
 	for (size_t i = 0; i < s->nentries; i++)
 		symbolize_free(s->entries[i].locs, s->entries[i].nlocs);
+	atomic_fetch_sub(&all_codes, s->nentries);
 	free(s->entries);
 	u64map_free(&s->pc_codes);
 	u64map_free(&s->jit_pcs);

@@ -97,8 +97,14 @@ struct stacks_limits {
 				      its separate debug file (1 GiB) */
 	uint64_t max_symbols;      /* symbol table entries per object (4 Mi) */
 	uint64_t max_symbolize_ns; /* time spent symbolizing one object's frames (10 s) */
-	uint64_t max_symbolized;   /* distinct codes symbolized per process (1 Mi) */
+	uint64_t max_symbolized;   /* distinct codes symbolized per process (1 Mi); past it an
+				      object's new frames are object+0xOFFSET, past 4x that and
+				      for any other kind of frame (JIT, Python, unknown) past it,
+				      "[over the cap of distinct frames]" */
 };
+/* Past STACKS_ALL_CODES_CAP distinct codes of all processes of the parser together
+ * (protocol/stack_types.h), every process's new frames are "[over the cap of distinct
+ * frames]". */
 /* Debug files that libdw's standard search does not find are opened as PREFIX<build-id in
  * hex> (the sandboxed parser's broker fetches them from a debuginfod server). Process-wide,
  * set once before any unwinder is opened. */

@@ -79,6 +79,7 @@ struct stacks {
 	int nframes;
 
 	struct u64map pc_codes;   /* pc -> code */
+	uint64_t cap_code;        /* "[over the cap of distinct frames]" once made, else 0 */
 	struct u64map jit_pcs;    /* JIT pcs counted (pc_codes is cleared when the mappings
 	                             are read again; pc -> 1 named, 2 not) */
 	struct u64map code_index; /* code -> index in entries + 1 */

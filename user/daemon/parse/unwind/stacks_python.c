@@ -69,7 +69,12 @@ int stacks_py_take(struct stacks *s, struct py_location *loc, bool *last)
 	const struct mt_py_frame *f = &s->py_frames[s->py_next++];
 	*last = f->flags & MT_PY_F_ENTRY;
 	s->stats.py_frames++;
-	if (pyproc_locate(s->py, f, loc) == 0) return 0;
+	int rc = pyproc_locate(s->py, f, loc);
+	if (rc == 0) return 0;
+	if (rc == PY_OVER_BUDGET) {
+		s->stats.py_over_budget++;
+		return PY_OVER_BUDGET;
+	}
 	s->stats.py_gone++;
 	return -1;
 }

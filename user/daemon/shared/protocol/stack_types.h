@@ -2,6 +2,7 @@
  * protocol: the registers a sample carries, where they were taken, the counters. */
 #ifndef MEMTRACED_PROTOCOL_STACK_TYPES_H
 #define MEMTRACED_PROTOCOL_STACK_TYPES_H
+#include <stddef.h>
 #include <stdint.h>
 
 /* rax rdx rcx rbx rsi rdi rbp rsp r8..r15 rip: DWARF order */
@@ -14,6 +15,14 @@ enum stacks_start {
 			      sampler's object are left out, codes[0] is the allocation call site */
 	STACKS_AT_SYSCALL, /* a system call (mmap): the function that made it is codes[0] */
 };
+/* The parser's memory caps (issue 35), named in the daemon's summary: distinct codes per
+ * process (stacks_limits.max_symbolized's default) and of all processes together; the bytes
+ * the names and line tables of Python code objects may take per process and in all. */
+#define STACKS_CODES_PER_PROCESS (UINT64_C(1) << 20)
+#define STACKS_ALL_CODES_CAP (UINT64_C(4) << 20)
+#define PY_BUDGET_PROCESS ((size_t)64 << 20)
+#define PY_BUDGET_ALL ((size_t)256 << 20)
+
 /* Counters, for the daemon's summary and the benches. */
 struct stacks_stats {
 	uint64_t samples;        /* stacks_unwind calls */
@@ -39,5 +48,8 @@ struct stacks_stats {
 	char capped_note[160];   /* which: "libfoo.so (time), libbar.so (debug info)" */
 	uint64_t capped_codes;   /* distinct codes of such objects, named from their symbols
 				    or object+0xOFFSET only */
+	uint64_t over_cap_frames; /* frames named "[over the cap of distinct frames]": the process
+				     (or the parser in all) had as many distinct codes as allowed */
+	uint64_t py_over_budget; /* Python frames named "[over the Python names' memory budget]" */
 };
 #endif

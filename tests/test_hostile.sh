@@ -176,3 +176,34 @@ fi
 touch "$H/churn/stop"
 
 wait 2>/dev/null
+
+# ---- 5. a process with 60,000 mapped files (finding 9): attached, and traced, in one pass;
+# a normal process beside it attaches within 2 s of the first one
+mkdir -p "$H/many" "$H/normal"
+chown "$uid:$gid" "$H/many" "$H/normal"
+as_user "$TARGETS/many_files" "$H/many" 60000 >/dev/null 2>"$H/many.err" &
+as_user "$TARGETS/sites" wait "$H/normal" >/dev/null 2>&1 &
+if wait_file "$H/many/ready" 600 && wait_file "$H/normal/ready" 100; then
+	many=$(cat "$H/many/ready")
+	normal_pid=$(pgrep -u "$uid" -f "sites wait $H/normal" | head -1)
+	timeout 120 "$MT" -p "$many" --rate 1e-2 -d 2 -o "$TMP/many.ctf" 2>"$TMP/many.err"
+	rc=$?
+	ms=$(sed -n 's/.*attached in \([0-9]*\)\.[0-9]* ms.*/\1/p' "$TMP/many.err" | head -1)
+	n=$("$DUMP" "$TMP/many.ctf" 2>/dev/null | grep -c ' alloc ')
+	if [ "$rc" = 0 ] && [ -n "$ms" ] && [ "$ms" -le 5000 ] && [ "$n" -gt 0 ]; then pass hostile_many_files_traced
+	else fail hostile_many_files_traced "exit $rc, attached in ${ms:-?} ms, $n allocations: $(tail -n 1 "$TMP/many.err" | cut -c1-200)"; fi
+	# the lines' times, relative to memtraced's start, as they come
+	timeout 60 "$MT" --match many_files --match sites --rate 1e-2 -d 3 -o "$TMP/m-%p.ctf" 2>&1 |
+		while IFS= read -r l; do echo "$(date +%s%N) $l"; done >"$TMP/match.err"
+	first=$(grep -m1 'tracing PID' "$TMP/match.err" | cut -d' ' -f1)
+	normal=$(grep -m1 "tracing PID $normal_pid " "$TMP/match.err" | cut -d' ' -f1)
+	if [ -n "$first" ] && [ -n "$normal" ] && [ $(( (normal - first) / 1000000 )) -le 2000 ]; then
+		pass hostile_normal_attach_beside_many_files
+	else
+		fail hostile_normal_attach_beside_many_files "first attach at ${first:-never}, the normal process's at ${normal:-never} (ns)"
+	fi
+else
+	fail hostile_many_files_traced "the user's programs never got ready: $(cat "$H/many.err")"
+fi
+touch "$H/many/stop" "$H/normal/stop"
+wait 2>/dev/null

@@ -118,6 +118,71 @@ if [ "$drops" = 0 ]; then pass hostile_no_sample_dropped
 else fail hostile_no_sample_dropped "$(grep '^memtraced_dropped_samples_total{' "$TMP/m.txt" | tr '\n' ' ')"; fi
 check hostile_parser_alive kill -0 "$parser"
 
+# ---- issue 35, finding 6: slow clients and clients that hang up
+# 200 connections from 127.0.0.1 that trickle a header line a second and never end their
+# request (slowloris): each is cut 5 s after it opened, and /metrics, asked from the same
+# address, answers all along
+"$PY" - "$P" 200 10 >"$TMP/slow.out" 2>&1 <<'PY' &
+import socket, sys, time
+port, n, secs = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+def one():
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=1)
+        s.setblocking(False)
+        s.send(b"GET /metrics HTTP/1.1\r\n")
+        return s
+    except OSError:
+        return None
+conns = [one() for _ in range(n)]
+end, cut = time.time() + secs, 0
+while time.time() < end:
+    for i, s in enumerate(conns):
+        try:
+            if s is None:
+                raise OSError
+            s.send(b"X-Slow: 1\r\n")
+        except OSError:
+            cut += 1
+            if s:
+                s.close()
+            conns[i] = one()
+    time.sleep(1)
+print("cut", cut)
+PY
+slow=$!
+sleep 1
+ok=0 tries=0
+while kill -0 "$slow" 2>/dev/null; do
+	tries=$((tries + 1))
+	[ "$(curl -s -m 2 -o /dev/null -w '%{http_code}' "$URL/metrics")" = 200 ] && ok=$((ok + 1))
+	sleep 0.3
+done
+wait "$slow"
+echo "# slowloris: $(cat "$TMP/slow.out") connections cut; /metrics answered $ok of $tries times"
+cut=$(awk '/^cut/ { print $2 }' "$TMP/slow.out")
+if [ "${cut:-0}" -ge 200 ]; then pass hostile_slow_requests_cut
+else fail hostile_slow_requests_cut "$(cat "$TMP/slow.out")"; fi
+check hostile_metrics_answered_beside_slow_clients test "$tries" -ge 5 -a "$ok" = "$tries"
+
+# 8 windows (?seconds=60) whose clients hang up after a second: their slots (the server's and
+# the daemon's) are freed, a profile and a new window are answered at once
+pids=()
+for _ in $(seq 8); do curl -s -m 1 -o /dev/null "$URL/debug/pprof/heap?seconds=60" & pids+=($!); done
+wait "${pids[@]}"
+sleep 1
+check hostile_profile_after_hung_up_windows test "$(curl -s -m 5 -o /dev/null -w '%{http_code}' "$URL/debug/pprof/heap")" = 200
+w=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "$URL/debug/pprof/heap?seconds=2")
+check hostile_window_after_hung_up_windows test "$w" = 200
+# at most 4 windows at once: a fifth is refused, a profile now is still answered
+pids=()
+for _ in 1 2 3 4; do curl -s -m 4 -o /dev/null "$URL/debug/pprof/heap?seconds=60" & pids+=($!); done
+sleep 1
+fifth=$(curl -s -m 2 "$URL/debug/pprof/heap?seconds=60")
+now=$(curl -s -m 3 -o /dev/null -w '%{http_code}' "$URL/debug/pprof/allocs")
+wait "${pids[@]}"
+check hostile_windows_bounded test "$fifth" = "too many windows (?seconds=N) at once"
+check hostile_profile_beside_four_windows test "$now" = 200
+
 touch "$TMP/w/stop"
 kill -INT "$mt"
 wait "$mt"

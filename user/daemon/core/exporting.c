@@ -250,7 +250,10 @@ void targets_serve_profiles(struct targets *ts)
 {
 	struct pr_want w;
 	while (parser_next_want(&w) > 0) {
-		if (w.seconds) begin_window(ts, &w);
+		if (w.kind == WANT_CANCEL) { /* its client is gone: no answer, its slot free */
+			for (int i = 0; i < WANT_MAX_PENDING; i++)
+				if (windows[i].used && windows[i].w.id == w.id) end_window(&windows[i]);
+		} else if (w.seconds) begin_window(ts, &w);
 		else answer_profile(ts, &w, NULL);
 	}
 	uint64_t now = trace_out_mono_now_ns();

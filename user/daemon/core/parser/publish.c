@@ -39,7 +39,7 @@ int parser_next_want(struct pr_want *w)
 	size_t len = 0;
 	int type = pchan_try_recv(pub_chan, w, sizeof *w, &len);
 	if (type <= 0) return type;
-	if (type != PR_WANT || len != sizeof *w || (w->kind != WANT_HEAP && w->kind != WANT_ALLOCS) ||
+	if (type != PR_WANT || len != sizeof *w || (w->kind != WANT_HEAP && w->kind != WANT_ALLOCS && w->kind != WANT_CANCEL) ||
 	    w->pid < 0 || w->seconds > WANT_MAX_SECONDS) {
 		pchan_break(pub_chan, "it asked for a profile that cannot be (bad kind, pid or seconds)");
 		return -1;

@@ -2,7 +2,13 @@
 #include "http.h"
 
 #include <microhttpd.h>
+#include <poll.h>
 #include <pthread.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,11 +23,22 @@ struct doc {
 
 /* A request held (suspended) until the daemon answers it. */
 struct pending {
-	bool used, answered;
+	bool used, answered, cancelled;
 	uint32_t id;
+	unsigned seconds; /* a window (?seconds=N): its client is watched while it is held */
 	struct MHD_Connection *conn;
+	int fd;
 	unsigned status;
 	struct MHD_Response *resp;
+};
+
+/* A connection, from libmicrohttpd's notice of it to its close: when its request is to be
+ * whole (HTTP_REQUEST_SECONDS), for the watch thread to cut a slow one (issue 35: 40 slow
+ * clients trickling headers kept /metrics from answering). */
+struct conn {
+	bool used, in_request; /* in_request: its headers came, it is being answered */
+	int fd;
+	uint64_t due_ns;
 };
 
 static struct {
@@ -30,10 +47,94 @@ static struct {
 	int n;
 	struct MHD_Daemon *mhd;
 	struct pending held[HTTP_MAX_HELD];
+	struct conn conns[HTTP_MAX_CONNECTIONS + 8]; /* (and those accepted past the limit) */
 	uint32_t next_id;
 	http_ask_fn ask;
 	void *ask_ctx;
+	pthread_t watch;
 } H = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#define REQUEST_NS ((uint64_t)HTTP_REQUEST_SECONDS * 1000000000ull)
+
+static struct conn *conn_of(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return i ? i->socket_context : NULL;
+}
+
+/* A request's headers came: it is not cut while it is answered (a window may be held 60 s). */
+static void request_began(struct MHD_Connection *c)
+{
+	pthread_mutex_lock(&H.lock);
+	struct conn *k = conn_of(c);
+	if (k) k->in_request = true;
+	pthread_mutex_unlock(&H.lock);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	(void)cls;
+	pthread_mutex_lock(&H.lock);
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		struct conn *k = NULL;
+		for (size_t n = 0; n < sizeof H.conns / sizeof H.conns[0] && !k; n++)
+			if (!H.conns[n].used) k = &H.conns[n];
+		if (k && i) *k = (struct conn){.used = true, .fd = i->connect_fd, .due_ns = now_ns() + REQUEST_NS};
+		*socket_context = k;
+	} else if (*socket_context) { /* closed: libmicrohttpd closes its socket after this */
+		*(struct conn *)*socket_context = (struct conn){0};
+		*socket_context = NULL;
+	}
+	pthread_mutex_unlock(&H.lock);
+}
+
+/* Twice a second: a connection whose request has not all come in time is shut down (its
+ * thread sees the end and closes it); a window whose client hung up is answered at once and
+ * the daemon told, so that neither its slot nor the daemon's work outlive the client. */
+static void *watch(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct timespec half = {0, 500000000};
+		nanosleep(&half, NULL);
+		uint32_t gone[HTTP_MAX_HELD];
+		int ngone = 0;
+		pthread_mutex_lock(&H.lock);
+		uint64_t now = now_ns();
+		for (size_t n = 0; n < sizeof H.conns / sizeof H.conns[0]; n++) {
+			struct conn *k = &H.conns[n];
+			if (k->used && !k->in_request && now > k->due_ns) {
+				shutdown(k->fd, SHUT_RDWR);
+				k->due_ns = UINT64_MAX; /* once */
+			}
+		}
+		for (int i = 0; i < HTTP_MAX_HELD; i++) {
+			struct pending *p = &H.held[i];
+			if (!p->used || p->answered || p->cancelled || !p->seconds) continue;
+			struct pollfd pf = {.fd = p->fd, .events = POLLRDHUP};
+			if (poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+				p->cancelled = true;
+				gone[ngone++] = p->id;
+			}
+		}
+		for (int i = 0; i < ngone && H.ask; i++) {
+			struct http_want w = {.id = gone[i], .kind = HTTP_WANT_CANCEL};
+			H.ask(H.ask_ctx, &w);
+		}
+		pthread_mutex_unlock(&H.lock);
+		for (int i = 0; i < ngone; i++) http_answer(gone[i], 499, "", "", 0);
+	}
+	return NULL;
+}
 
 #define FIRST_CALL ((void *)&H) /* *state after the headers were seen */
 
@@ -76,14 +177,23 @@ static enum MHD_Result ask_daemon(struct MHD_Connection *c, int kind, void **sta
 		return reply(c, MHD_HTTP_BAD_REQUEST, "seconds=N: N a whole number of seconds\n");
 	pthread_mutex_lock(&H.lock);
 	struct pending *p = NULL;
-	for (int i = 0; i < HTTP_MAX_HELD && !p; i++)
-		if (!H.held[i].used) p = &H.held[i];
+	int windows = 0;
+	for (int i = 0; i < HTTP_MAX_HELD; i++) {
+		if (!H.held[i].used && !p) p = &H.held[i];
+		if (H.held[i].used && H.held[i].seconds) windows++;
+	}
+	if (seconds && windows >= HTTP_MAX_WINDOWS) {
+		pthread_mutex_unlock(&H.lock);
+		return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "too many windows (?seconds=N) at once\n");
+	}
 	if (!p || !H.ask) {
 		pthread_mutex_unlock(&H.lock);
 		return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, H.ask ? "too many profiles asked for at once\n"
 						: "not ready yet: try again in a second\n");
 	}
-	*p = (struct pending){.used = true, .id = ++H.next_id, .conn = c};
+	const union MHD_ConnectionInfo *fdi = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	*p = (struct pending){.used = true, .id = ++H.next_id, .conn = c, .seconds = (unsigned)seconds,
+			      .fd = fdi ? fdi->connect_fd : -1};
 	*state = p;
 	struct http_want w = {.id = p->id, .kind = kind, .pid = (int)pid,
 			      .seconds = seconds > HTTP_MAX_SECONDS ? HTTP_MAX_SECONDS : (unsigned)seconds};
@@ -115,6 +225,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
 	if (!*state) { /* first call: the headers; a body would follow in later calls */
 		*state = FIRST_CALL;
+		request_began(c);
 		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if ((cl && strcmp(cl, "0") != 0) ||
 		    MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
@@ -138,10 +249,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **state,
 			 enum MHD_RequestTerminationCode why)
 {
-	(void)cls, (void)c, (void)why;
-	if (!is_held(*state)) return;
-	struct pending *p = *state;
+	(void)cls, (void)why;
 	pthread_mutex_lock(&H.lock);
+	struct conn *k = conn_of(c);
+	if (k && k->used) { /* kept alive: its next request has its own time */
+		k->in_request = false;
+		k->due_ns = now_ns() + REQUEST_NS;
+	}
+	if (!is_held(*state)) {
+		pthread_mutex_unlock(&H.lock);
+		return;
+	}
+	struct pending *p = *state;
 	if (p->resp) MHD_destroy_response(p->resp);
 	*p = (struct pending){0};
 	pthread_mutex_unlock(&H.lock);
@@ -163,7 +282,8 @@ void http_answer(uint32_t id, unsigned status, const char *type, const void *byt
 		struct pending *p = &H.held[i];
 		if (!p->used || p->answered || p->id != id) continue;
 		p->resp = MHD_create_response_from_buffer(len, (void *)bytes, MHD_RESPMEM_MUST_COPY);
-		if (p->resp) {
+		if (p->resp && p->cancelled) MHD_add_response_header(p->resp, MHD_HTTP_HEADER_CONNECTION, "close");
+		else if (p->resp) {
 			MHD_add_response_header(p->resp, MHD_HTTP_HEADER_CONTENT_TYPE,
 						status == MHD_HTTP_OK && type[0] ? type : "text/plain; charset=utf-8");
 			MHD_add_response_header(p->resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
@@ -206,22 +326,43 @@ void http_publish(const char *path, const char *type, const void *bytes, size_t 
 	if (r) MHD_destroy_response(r); /* no room */
 }
 
+/* Does listen_fd listen on a loopback address (127.0.0.0/8, ::1)? */
+static bool loopback(int listen_fd)
+{
+	struct sockaddr_storage a;
+	socklen_t len = sizeof a;
+	if (getsockname(listen_fd, (struct sockaddr *)&a, &len) != 0) return false;
+	if (a.ss_family == AF_INET)
+		return (ntohl(((struct sockaddr_in *)&a)->sin_addr.s_addr) >> 24) == 127;
+	if (a.ss_family == AF_INET6)
+		return IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&a)->sin6_addr);
+	return false;
+}
+
 int http_start(int listen_fd, char *err, size_t errlen)
 {
+	/* A limit per address where clients come from their own addresses; on loopback every
+	 * local client shares 127.0.0.1 with the scraper, and a limit there would let one of
+	 * them lock the scraper out (docs/security.md: the token and the request deadline). */
+	unsigned per_address = loopback(listen_fd) ? 0 : HTTP_MAX_PER_ADDRESS;
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
 			 MHD_ALLOW_SUSPEND_RESUME;
 	H.mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, NULL,
 				 MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listen_fd,
 				 MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-				 /* no limit per address: a scraper on this host shares 127.0.0.1
-				  * with whatever else connects; the total and the timeout bound them */
+				 MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
 				 MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
+				 MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address,
 				 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
 				 /* request line, headers and buffers of one connection */
 				 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384,
 				 MHD_OPTION_END);
 	if (!H.mhd) {
 		snprintf(err, errlen, "libmicrohttpd would not start on the socket");
+		return -1;
+	}
+	if (pthread_create(&H.watch, NULL, watch, NULL) != 0) {
+		snprintf(err, errlen, "cannot start the HTTP server's watch thread");
 		return -1;
 	}
 	return 0;

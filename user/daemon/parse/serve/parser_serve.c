@@ -96,7 +96,9 @@ static int ask(void *ctx, const struct http_want *w)
 	struct shm_msg *r = shm_ring_reserve(&c->res, PR_WANT, sizeof(struct pr_want));
 	if (!r) return -1; /* the daemon has not taken the last ones: it is busy */
 	struct pr_want *q = (void *)r->payload;
-	*q = (struct pr_want){.id = w->id, .kind = w->kind == HTTP_WANT_ALLOCS ? WANT_ALLOCS : WANT_HEAP,
+	*q = (struct pr_want){.id = w->id, .kind = w->kind == HTTP_WANT_ALLOCS   ? WANT_ALLOCS
+						      : w->kind == HTTP_WANT_CANCEL ? WANT_CANCEL
+										    : WANT_HEAP,
 			      .pid = w->pid, .seconds = w->seconds};
 	shm_ring_commit(&c->res, r);
 	shm_ring_flush(&c->res);

@@ -92,7 +92,11 @@ struct pq_publish {
 /* A document built on demand (--listen's /debug/pprof/heap and /allocs): the parser's HTTP
  * server holds the request and asks the daemon, which answers with PQ_ANSWER and the same id.
  * The daemon checks every field (core/parser/publish.c). */
-enum pr_want_kind { WANT_HEAP, WANT_ALLOCS };
+enum pr_want_kind {
+	WANT_HEAP,
+	WANT_ALLOCS,
+	WANT_CANCEL, /* the client of want id is gone: its window ends, unanswered */
+};
 #define WANT_MAX_SECONDS 60   /* ?seconds=N beyond it is cut to it */
 #define WANT_MAX_PENDING 8    /* requests held at once; more get 503 */
 struct pr_want {

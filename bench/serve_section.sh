@@ -18,7 +18,7 @@ serve_section() {
 	local w=$!
 	STARTED+=("$w")
 	wait_line "$d/ms.out" '^ready' 10 "$w" || { na scrape_ms "many_stacks did not start"; return; }
-	"$MEMTRACED" -q --rate 1 -p "$w" --listen "127.0.0.1:$port" -o none >"$d/mt.log" 2>&1 &
+	"$MEMTRACED" -q --rate 1 -p "$w" --listen "127.0.0.1:$port" --listen-root-profiles -o none >"$d/mt.log" 2>&1 &
 	local t=$!
 	STARTED+=("$t")
 	for _ in $(seq 300); do grep -q "pid=\"$w\"" <(curl -s "$url/metrics") && break; sleep 0.1; done
@@ -48,7 +48,7 @@ serve_section() {
 			STARTED+=("$w")
 			wait_line "$d/micro.out" '^ready' 10 "$w" || { echo x >>"$d/$mode"; continue; }
 			port=$(serve_port)
-			"$MEMTRACED" -q -p "$w" --listen "127.0.0.1:$port" -o none >"$d/mt-$mode.log" 2>&1 &
+			"$MEMTRACED" -q -p "$w" --listen "127.0.0.1:$port" --listen-root-profiles -o none >"$d/mt-$mode.log" 2>&1 &
 			t=$!
 			STARTED+=("$t")
 			local scraper=""

@@ -175,7 +175,7 @@ else
 fi
 touch "$H/churn/stop"
 
-wait 2>/dev/null
+
 
 # ---- 5. a process with 60,000 mapped files (finding 9): attached, and traced, in one pass;
 # a normal process beside it attaches within 2 s of the first one
@@ -206,4 +206,54 @@ else
 	fail hostile_many_files_traced "the user's programs never got ready: $(cat "$H/many.err")"
 fi
 touch "$H/many/stop" "$H/normal/stop"
+
+
+# ---- 6. who reads the profiles (finding 7): without a token, root's processes are left out
+# of every profile (?pid= of one: 403) while the user's are served; with --listen-token, every
+# request needs the token and gets root's too; a token file others may read is refused
+mkdir -p "$H/rootw" "$H/userw"
+chown "$uid:$gid" "$H/userw"
+cp "$TARGETS/sites" "$H/svc_tok"
+chmod 0755 "$H/svc_tok"
+"$H/svc_tok" wait "$H/rootw" >/dev/null 2>&1 &
+as_user "$H/svc_tok" wait "$H/userw" >/dev/null 2>&1 &
+if wait_file "$H/rootw/ready" 100 && wait_file "$H/userw/ready" 100; then
+	rootp=$(pgrep -u 0 -f "svc_tok wait $H/rootw" | head -1)
+	userp=$(pgrep -u "$uid" -f "svc_tok wait $H/userw" | head -1)
+	P=$(free_port)
+	U1=http://127.0.0.1:$P
+	"$MT" --match svc_tok --rate 1e-3 --listen "127.0.0.1:$P" -o none -d 30 >/dev/null 2>"$TMP/tok0.err" &
+	m=$!
+	for _ in $(seq 100); do grep -q "pid=\"$userp\"" <(curl -s "$U1/metrics") && grep -q "pid=\"$rootp\"" <(curl -s "$U1/metrics") && break; sleep 0.1; done
+	sleep 1
+	check hostile_root_profile_refused_without_token test "$(curl -s -o /dev/null -w '%{http_code}' "$U1/debug/pprof/heap?pid=$rootp")" = 403
+	check hostile_user_profile_served test "$(curl -s -o /dev/null -w '%{http_code}' "$U1/debug/pprof/heap?pid=$userp")" = 200
+	go tool pprof -tags "$U1/debug/pprof/heap" >"$TMP/tags0.txt" 2>/dev/null
+	if grep -q " $userp\$" "$TMP/tags0.txt" && ! grep -q " $rootp\$" "$TMP/tags0.txt"; then pass hostile_all_profile_leaves_root_out
+	else fail hostile_all_profile_leaves_root_out "pids labelled: $(grep -o ' [0-9]*$' "$TMP/tags0.txt" | tr '\n' ' ')"; fi
+	kill -INT "$m"; wait "$m"
+	# with a token
+	printf 'tok-%s-0123456789abcdef\n' "$$" >"$H/root/token"
+	chmod 0600 "$H/root/token"
+	tok=$(head -1 "$H/root/token")
+	P=$(free_port)
+	U2=http://127.0.0.1:$P
+	"$MT" --match svc_tok --rate 1e-3 --listen "127.0.0.1:$P" --listen-token "$H/root/token" -o none -d 30 >/dev/null 2>"$TMP/tok1.err" &
+	m=$!
+	for _ in $(seq 100); do grep -q "pid=\"$rootp\"" <(curl -s -H "Authorization: Bearer $tok" "$U2/metrics") && break; sleep 0.1; done
+	sleep 1
+	check hostile_token_needed_for_metrics test "$(curl -s -o /dev/null -w '%{http_code}' "$U2/metrics")" = 401
+	check hostile_wrong_token_refused test "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer ${tok}x" "$U2/debug/pprof/heap")" = 401
+	check hostile_token_opens_root_profile test "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $tok" "$U2/debug/pprof/heap?pid=$rootp")" = 200
+	kill -INT "$m"; wait "$m"
+	chmod 0644 "$H/root/token"
+	"$MT" --match svc_tok --listen "127.0.0.1:$(free_port)" --listen-token "$H/root/token" -o none -d 1 >/dev/null 2>"$TMP/tok2.err"
+	rc=$?
+	if [ "$rc" = 2 ] && grep -q "readable by others than its owner" "$TMP/tok2.err"; then pass hostile_token_file_readable_by_others_refused
+	else fail hostile_token_file_readable_by_others_refused "exit $rc: $(tail -n 1 "$TMP/tok2.err")"; fi
+else
+	fail hostile_root_profile_refused_without_token "the programs never got ready"
+fi
+touch "$H/rootw/stop" "$H/userw/stop"
+
 wait 2>/dev/null

@@ -84,7 +84,8 @@ if [ -x "$BUILD/bin/memtraced" ]; then
 fi
 
 # One door to the targets' files (core/door/): no other object of the daemon calls open,
-# fopen, opendir and the like, but those that open our own files: the trace (-o, targets.o),
+# fopen, opendir and the like, but those that open our own files: the trace (-o) and the
+# --listen-token file (targets.o),
 # the snapshot directory (snapshot.o) and the terminal (status.o). The parser's objects open
 # through the broker, which opens with the door.
 openers=$(find "$BUILD/obj/user/daemon/core" -name '*.o' -exec nm -A {} + 2>/dev/null |

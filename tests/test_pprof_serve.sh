@@ -39,7 +39,7 @@ b=$!
 wait_file "$TMP/a/ready" 100 && wait_file "$TMP/b/ready" 100
 P=$(free_port)
 URL=http://127.0.0.1:$P
-"$MT" --match 'svcpp*' --rate 1e-3 --listen "127.0.0.1:$P" --duration 60 >"$TMP/mt.out" 2>"$TMP/mt.err" &
+"$MT" --match 'svcpp*' --rate 1e-3 --listen "127.0.0.1:$P" --listen-root-profiles --duration 60 >"$TMP/mt.out" 2>"$TMP/mt.err" &
 mt=$!
 for _ in $(seq 100); do grep -q "pid=\"$b\"" <(curl -s "$URL/metrics") && grep -q "pid=\"$a\"" <(curl -s "$URL/metrics") && break; sleep 0.1; done
 touch "$TMP/a/go"

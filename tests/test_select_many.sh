@@ -40,7 +40,7 @@ done
 cleanup_many() { kill -CONT "${PIDS[@]}" 2>/dev/null; kill "${PIDS[@]}" 2>/dev/null; }
 trap 'cleanup_many; [ -z "${KEEP_TMP:-}" ] && rm -rf "$TMP"' EXIT
 for i in $(seq "$N"); do wait_file "$TMP/w$i/ready" 100; done
-"$MT" --match manysvc --rate 1e-3 --max-processes "$N" --listen "127.0.0.1:$P" --duration 300 \
+"$MT" --match manysvc --rate 1e-3 --max-processes "$N" --listen "127.0.0.1:$P" --listen-root-profiles --duration 300 \
 	>"$TMP/mt.out" 2>"$TMP/mt.err" &
 mt=$!
 traced() { grep -c "traced: executable manysvc matches" "$TMP/mt.err"; }

@@ -30,7 +30,7 @@ a=$!
 b=$!
 wait_file "$TMP/w1/ready" 100 && wait_file "$TMP/w2/ready" 100
 P=$(free_port)
-"$MT" --match served --rate 1e-3 --snapshot-dir "$TMP/snaps" --listen "127.0.0.1:$P" --duration 12 \
+"$MT" --match served --rate 1e-3 --snapshot-dir "$TMP/snaps" --listen "127.0.0.1:$P" --listen-root-profiles --duration 12 \
 	>"$TMP/mt.out" 2>"$TMP/mt.err" &
 mt=$!
 URL=http://127.0.0.1:$P

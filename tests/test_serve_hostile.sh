@@ -32,7 +32,7 @@ wait_file "$TMP/w/ready" 100
 # pipeline drains on this machine (drain_max_samples_per_s, about 45,000). At 1e-3 it made
 # about 27,000, with no drop alone, but 55 to 60 drops when the hostile client, the server and
 # curl took the 2 CPUs from the pipeline (sessions 22 and 23, CI).
-"$MT" --match hostiled --rate 1e-4 --listen "127.0.0.1:$P" --duration 60 >"$TMP/mt.out" 2>"$TMP/mt.err" &
+"$MT" --match hostiled --rate 1e-4 --listen "127.0.0.1:$P" --listen-root-profiles --duration 60 >"$TMP/mt.out" 2>"$TMP/mt.err" &
 mt=$!
 for _ in $(seq 100); do grep -q "pid=\"$t\"" <(curl -s "$URL/metrics") && break; sleep 0.1; done
 parser=$(parser_of "$mt")

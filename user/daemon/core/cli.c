@@ -35,6 +35,11 @@ void cli_usage(FILE *out)
 		"                       index at / over HTTP on ADDR (default 127.0.0.1); an\n"
 		"                       address that is not loopback also needs --listen-public\n"
 		"                       (heap profiles show code paths)\n"
+		"      --listen-token FILE  every request must carry 'Authorization: Bearer TOKEN',\n"
+		"                       TOKEN the first line of FILE (root's, mode 0600); without it\n"
+		"                       profiles leave out processes that run as root\n"
+		"      --listen-root-profiles  without a token, profiles cover processes that run as\n"
+		"                       root too: any local user can read them (a host of one user)\n"
 		"  -o, --output FILE    trace file (default: memtrace-PID.ctf in the current directory);\n"
 		"                       %%p in FILE is replaced by the PID (needed with several -p);\n"
 		"                       'none': no continuous trace, only snapshots\n"
@@ -176,7 +181,7 @@ int cli_exec_output_path(const char *base, unsigned n, char *buf, size_t len)
 enum { OPT_PROBE_FLOOR = 256, OPT_STACK_BYTES, OPT_NO_STATUS, OPT_TOP, OPT_TOP_INTERVAL, OPT_TOP_BY,
        OPT_SNAP_DIR, OPT_SNAP_INTERVAL, OPT_SNAP_KEEP, OPT_FILE_MODE, OPT_FOLLOW_FORKS,
        OPT_HOLD_EXEC, OPT_RING_SIZE, OPT_INJECT, OPT_NO_MMAP, OPT_PYTHON, OPT_FORMAT, OPT_MATCH, OPT_CGROUP,
-       OPT_MAX_PROCESSES, OPT_LISTEN, OPT_LISTEN_PUBLIC, OPT_ATTACH_MODE, OPT_KERNEL_CHECK };
+       OPT_MAX_PROCESSES, OPT_LISTEN, OPT_LISTEN_PUBLIC, OPT_LISTEN_TOKEN, OPT_LISTEN_ROOT, OPT_ATTACH_MODE, OPT_KERNEL_CHECK };
 
 /* Which options were given, for the checks across options. */
 struct cli_seen {
@@ -213,6 +218,8 @@ static const struct option longopts[] = {
 	{"max-processes", required_argument, NULL, OPT_MAX_PROCESSES},
 	{"listen", required_argument, NULL, OPT_LISTEN},
 	{"listen-public", no_argument, NULL, OPT_LISTEN_PUBLIC},
+	{"listen-token", required_argument, NULL, OPT_LISTEN_TOKEN},
+	{"listen-root-profiles", no_argument, NULL, OPT_LISTEN_ROOT},
 	{"attach-mode", required_argument, NULL, OPT_ATTACH_MODE},
 	{"kernel-check", no_argument, NULL, OPT_KERNEL_CHECK},
 	{NULL, 0, NULL, 0},
@@ -356,6 +363,10 @@ static bool parse_valued(int c, const char *arg, struct cli_opts *o, struct cli_
 		if (!arg[0]) return set_err(err, errlen, "invalid --listen: empty"), false;
 		o->listen = arg;
 		return true;
+	case OPT_LISTEN_TOKEN:
+		if (!arg[0]) return set_err(err, errlen, "invalid --listen-token: empty"), false;
+		o->listen_token = arg;
+		return true;
 	case OPT_CGROUP:
 		return select_add_cgroup(&o->select, arg, err, errlen);
 	case OPT_MAX_PROCESSES:
@@ -394,6 +405,7 @@ static enum cli_result parse_option(int c, char **argv, struct cli_opts *o, stru
 	case OPT_NO_MMAP: o->no_mmap = true; return CLI_OK;
 
 	case OPT_LISTEN_PUBLIC: o->listen_public = true; return CLI_OK;
+	case OPT_LISTEN_ROOT: o->listen_root_profiles = true; return CLI_OK;
 	case OPT_KERNEL_CHECK: o->kernel_check = true; return CLI_OK;
 	case OPT_ATTACH_MODE: {
 		static const char *const names[] = {"auto", "session", "multi", "perf"};
@@ -438,6 +450,10 @@ static enum cli_result check_combination(const struct cli_opts *o, const struct 
 	if (!seen->pid && !o->cmd && !selecting && !o->kernel_check) {
 		set_err(err, errlen, "nothing to trace: give -p PID, --match PATTERN, --cgroup PATH or "
 			"-- CMD [ARGS...] (try --help)");
+		return CLI_ERROR;
+	}
+	if ((o->listen_token || o->listen_root_profiles) && !o->listen) {
+		set_err(err, errlen, "--listen-token and --listen-root-profiles go with --listen");
 		return CLI_ERROR;
 	}
 	if (o->select.max_processes && !selecting) {

@@ -57,6 +57,8 @@ struct cli_opts {
 				      new program's probes are in place (-- CMD always is) */
 	const char *listen;        /* --listen [ADDR:]PORT: serve /metrics and / (NULL: no) */
 	bool listen_public;        /* --listen-public: an address that is not loopback is allowed */
+	const char *listen_token;  /* --listen-token FILE: the bearer token every request carries */
+	bool listen_root_profiles; /* --listen-root-profiles: root's processes' profiles without it */
 	enum tracer_attach attach; /* --attach-mode auto|session|multi|perf (tracer/kernel_probe.h) */
 	bool kernel_check;         /* --kernel-check: print what the kernel offers, trace nothing */
 	struct select_opts select; /* --match, --cgroup, --max-processes: processes found by name or

@@ -174,9 +174,22 @@ static void answer_text(uint32_t id, unsigned status, const char *text)
 	parser_answer(id, status, "", text, strlen(text));
 }
 
+/* Does t run as root? Its profile goes only to a request that carried the token: without
+ * one any local user could read root's processes' code paths (issue 35). */
+static bool runs_as_root(const struct target *t)
+{
+	struct door_creds c;
+	return !door_creds_of(t->pid, &c) || c.euid == 0; /* unknown: as root */
+}
+
+static bool root_profiles; /* --listen-root-profiles */
+
+void targets_serve_root_profiles(bool yes) { root_profiles = yes; }
+
 static bool wanted(const struct target *t, const struct pr_want *w)
 {
-	return t->active && t->s && session_trie(t->s) && (!w->pid || t->pid == w->pid);
+	return t->active && t->s && session_trie(t->s) && (!w->pid || t->pid == w->pid) &&
+	       (w->all_users || root_profiles || !runs_as_root(t));
 }
 
 static void answer_profile(struct targets *ts, const struct pr_want *w, const struct window *win)
@@ -197,9 +210,18 @@ static void answer_profile(struct targets *ts, const struct pr_want *w, const st
 		n++;
 	}
 	if (w->pid && n == 0) {
-		char text[64];
-		snprintf(text, sizeof text, "pid %d is not traced\n", (int)w->pid);
-		answer_text(w->id, 404, text);
+		char text[160];
+		bool root = false;
+		for (int i = 0; i < ts->n && !root; i++)
+			root = ts->t[i]->pid == w->pid && ts->t[i]->active && !w->all_users && !root_profiles;
+		if (root) {
+			snprintf(text, sizeof text, "pid %d runs as root: its profile needs the token "
+				 "(memtraced --listen-token FILE)\n", (int)w->pid);
+			answer_text(w->id, 403, text);
+		} else {
+			snprintf(text, sizeof text, "pid %d is not traced\n", (int)w->pid);
+			answer_text(w->id, 404, text);
+		}
 		goto out;
 	}
 	uint8_t *prof = NULL;

@@ -26,6 +26,7 @@
 #include "cli.h"
 #include "parser/parser.h"
 #include "parser/rstacks.h"
+#include "protocol/protocol.h"
 #include "common/msg.h"
 #include "output/trace_out.h"
 #include "status.h"
@@ -468,8 +469,15 @@ int main(int argc, char **argv)
 	atexit(parser_stop); /* reaped at the end: its CPU time counts as ours (bench) */
 	rstacks_set_python_mode(o.python);
 	if (o.listen) { /* the socket is ours (a port below 1024 too); the server is the parser's */
+		targets_serve_root_profiles(o.listen_root_profiles);
+		static char token[PARSER_TOKEN_MAX + 1];
+		if (o.listen_token && targets_read_token(o.listen_token, token, sizeof token, perr,
+							 sizeof perr) < 0) {
+			msg_error("%s", perr);
+			return 2;
+		}
 		int lfd = targets_listen(o.listen, o.listen_public, perr, sizeof perr);
-		if (lfd < 0 || parser_listen(lfd, perr, sizeof perr) < 0) {
+		if (lfd < 0 || parser_listen(lfd, o.listen_token ? token : NULL, perr, sizeof perr) < 0) {
 			msg_error("%s", perr);
 			return lfd == -2 ? 2 : 1;
 		}

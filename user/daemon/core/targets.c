@@ -365,3 +365,34 @@ void target_finish(struct targets *ts, struct target *t, enum finish_why why,
 	if (why != FINISH_EXEC) exec_prep_forget(ts->prep, t->pid); /* the process is done */
 	target_release_outputs(ts, t, false);
 }
+
+int targets_read_token(const char *path, char *token, size_t len, char *err, size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		snprintf(err, errlen, "--listen-token %s: %s", path, strerror(errno));
+		if (fd >= 0) close(fd);
+		return -1;
+	}
+	const char *bad = !S_ISREG(st.st_mode)				  ? "not a regular file"
+			  : (st.st_mode & 077)				  ? "readable by others than its owner (chmod 600)"
+			  : st.st_uid != 0 && st.st_uid != geteuid() ? "owned by another user than root"
+								  : NULL;
+	char buf[4096];
+	ssize_t n = bad ? 0 : read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n < 0) bad = strerror(errno);
+	buf[n > 0 ? n : 0] = '\0';
+	buf[strcspn(buf, "\r\n")] = '\0';
+	size_t k = strlen(buf);
+	for (size_t i = 0; i < k && !bad; i++)
+		if (buf[i] <= ' ' || buf[i] > '~') bad = "its token holds a space or a character that is not printable ASCII";
+	if (!bad && (k < 16 || k >= len)) bad = "its token (the first line) must be 16 to 256 characters";
+	if (bad) {
+		snprintf(err, errlen, "--listen-token %s: %s", path, bad);
+		return -1;
+	}
+	memcpy(token, buf, k + 1);
+	return 0;
+}

@@ -119,5 +119,11 @@ void targets_serve_profiles(struct targets *ts);
  * or -2 for a spec that is refused (not loopback without allow_public), -1 when it cannot
  * listen, with a message. */
 int targets_listen(const char *spec, bool allow_public, char *err, size_t errlen);
+/* --listen-root-profiles: profiles cover root's processes without the token. */
+void targets_serve_root_profiles(bool yes);
+/* --listen-token FILE: the token, its first line (16 .. len-1 printable characters, no
+ * space), from a regular file that only its owner may read and that root or we own: 0, or -1
+ * with a message. */
+int targets_read_token(const char *path, char *token, size_t len, char *err, size_t errlen);
 
 #endif

@@ -54,8 +54,9 @@ int pchan_recv(struct pchan *c, void *buf, size_t cap, size_t *len, uint32_t wan
 int pchan_try_recv(struct pchan *c, void *buf, size_t cap, size_t *len);
 /* The parser sent what it must not (why): it is killed, c is broken. */
 void pchan_break(struct pchan *c, const char *why);
-/* --listen: hands the listening socket fd to the parser's HTTP server (and closes ours). */
-int parser_listen(int fd, char *err, size_t errlen);
+/* --listen: hands the listening socket fd to the parser's HTTP server (and closes ours);
+ * token (non-NULL with --listen-token): every request must carry it. */
+int parser_listen(int fd, const char *token, char *err, size_t errlen);
 /* Publishes a document the server serves at path (publish.c): 0, or -1 when it cannot now. */
 int parser_publish(const char *path, const char *type, const void *bytes, size_t len);
 /* --listen's profiles: the next request for one the parser's server holds (0: none now, -1:

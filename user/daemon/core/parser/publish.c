@@ -4,14 +4,28 @@
 #include "parser.h"
 #include "protocol/protocol.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static struct pchan *pub_chan;
 
-int parser_listen(int fd, char *err, size_t errlen)
+int parser_listen(int fd, const char *token, char *err, size_t errlen)
 {
+	if (token) { /* first: the server starts with it (a memfd: bytes, not a name) */
+		int t = memfd_create("memtraced-token", MFD_CLOEXEC);
+		size_t n = strlen(token);
+		bool sent = t >= 0 && write(t, token, n) == (ssize_t)n && lseek(t, 0, SEEK_SET) == 0 &&
+			    parser_send_fd(t, PARSER_TAG_TOKEN) == 0;
+		if (t >= 0) close(t);
+		if (!sent) {
+			snprintf(err, errlen, "cannot hand the token to the parser");
+			close(fd);
+			return -1;
+		}
+	}
 	if (parser_send_fd(fd, PARSER_TAG_LISTEN) < 0) {
 		snprintf(err, errlen, "cannot hand the listening socket to the parser");
 		return -1;
@@ -40,7 +54,7 @@ int parser_next_want(struct pr_want *w)
 	int type = pchan_try_recv(pub_chan, w, sizeof *w, &len);
 	if (type <= 0) return type;
 	if (type != PR_WANT || len != sizeof *w || (w->kind != WANT_HEAP && w->kind != WANT_ALLOCS && w->kind != WANT_CANCEL) ||
-	    w->pid < 0 || w->seconds > WANT_MAX_SECONDS) {
+	    w->pid < 0 || w->seconds > WANT_MAX_SECONDS || w->all_users > 1) {
 		pchan_break(pub_chan, "it asked for a profile that cannot be (bad kind, pid or seconds)");
 		return -1;
 	}

@@ -52,7 +52,24 @@ static struct {
 	http_ask_fn ask;
 	void *ask_ctx;
 	pthread_t watch;
+	char token[300]; /* "Bearer TOKEN" (--listen-token), or "" */
 } H = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void http_set_token(const char *token)
+{
+	snprintf(H.token, sizeof H.token, "%s%s", token[0] ? "Bearer " : "", token);
+}
+
+/* Does the request carry the token? (compared in constant time: its length is no secret) */
+static bool authorized(struct MHD_Connection *c)
+{
+	const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	size_t n = strlen(H.token);
+	if (!v || strlen(v) != n) return false;
+	unsigned char diff = 0;
+	for (size_t i = 0; i < n; i++) diff |= (unsigned char)(v[i] ^ H.token[i]);
+	return diff == 0;
+}
 
 static uint64_t now_ns(void)
 {
@@ -195,7 +212,7 @@ static enum MHD_Result ask_daemon(struct MHD_Connection *c, int kind, void **sta
 	*p = (struct pending){.used = true, .id = ++H.next_id, .conn = c, .seconds = (unsigned)seconds,
 			      .fd = fdi ? fdi->connect_fd : -1};
 	*state = p;
-	struct http_want w = {.id = p->id, .kind = kind, .pid = (int)pid,
+	struct http_want w = {.id = p->id, .kind = kind, .pid = (int)pid, .all_users = H.token[0] != 0,
 			      .seconds = seconds > HTTP_MAX_SECONDS ? HTTP_MAX_SECONDS : (unsigned)seconds};
 	MHD_suspend_connection(c);
 	int rc = H.ask(H.ask_ctx, &w);
@@ -233,6 +250,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_YES;
 	}
 	if (*upload_size) return reply(c, MHD_HTTP_CONTENT_TOO_LARGE, "no request body\n");
+	if (H.token[0] && !authorized(c)) {
+		struct MHD_Response *r = text_response("this server needs its token: Authorization: Bearer TOKEN\n",
+						       "text/plain; charset=utf-8");
+		if (!r) return MHD_NO;
+		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"memtraced\"");
+		enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, r);
+		MHD_destroy_response(r);
+		return rc;
+	}
 	if (strcmp(url, "/debug/pprof/heap") == 0) return ask_daemon(c, HTTP_WANT_HEAP, state);
 	if (strcmp(url, "/debug/pprof/allocs") == 0) return ask_daemon(c, HTTP_WANT_ALLOCS, state);
 	struct MHD_Response *r = NULL;

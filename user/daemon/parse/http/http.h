@@ -8,6 +8,7 @@
  * connections that time out, so a slow or hostile client cannot hold it. */
 #ifndef MEMTRACED_HTTP_H
 #define MEMTRACED_HTTP_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,7 @@ struct http_want {
 	int kind;         /* HTTP_WANT_* */
 	int pid;          /* 0: all */
 	unsigned seconds; /* 0: since attach */
+	bool all_users;   /* the request carried the token: root's processes too */
 };
 /* Asks the daemon for a profile (called with the server's lock held: it must not block
  * long): 0, or -1 when it cannot now (the request gets 503). */
@@ -40,6 +42,11 @@ int http_start(int listen_fd, char *err, size_t errlen);
 /* The document at path is now bytes[0..len) of content type; len 0 with an empty type
  * removes it. Thread-safe. */
 void http_publish(const char *path, const char *type, const void *bytes, size_t len);
+
+/* --listen-token: every request must carry "Authorization: Bearer TOKEN" (else 401), and
+ * profiles then cover root's processes too; without one they leave them out. Before
+ * http_start. */
+void http_set_token(const char *token);
 
 /* Where profile requests go; until it is set they get 503. */
 void http_set_asker(http_ask_fn fn, void *ctx);

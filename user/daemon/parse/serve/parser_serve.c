@@ -99,7 +99,7 @@ static int ask(void *ctx, const struct http_want *w)
 	*q = (struct pr_want){.id = w->id, .kind = w->kind == HTTP_WANT_ALLOCS   ? WANT_ALLOCS
 						      : w->kind == HTTP_WANT_CANCEL ? WANT_CANCEL
 										    : WANT_HEAP,
-			      .pid = w->pid, .seconds = w->seconds};
+			      .pid = w->pid, .seconds = w->seconds, .all_users = w->all_users ? 1 : 0};
 	shm_ring_commit(&c->res, r);
 	shm_ring_flush(&c->res);
 	return 0;
@@ -360,6 +360,14 @@ void parser_serve(int ctl, pid_t daemon, bool serving_http)
 		int fd = recv_fd(ctl, &tag);
 		if (fd == -1) _exit(0); /* the daemon is done (or gone) */
 		if (fd < 0) continue;
+		if (tag == PARSER_TAG_TOKEN) { /* --listen-token: the token, before the socket */
+			char token[PARSER_TOKEN_MAX + 1];
+			ssize_t n = read(fd, token, PARSER_TOKEN_MAX);
+			close(fd);
+			token[n > 0 ? n : 0] = '\0';
+			http_set_token(token);
+			continue;
+		}
 		if (tag == PARSER_TAG_LISTEN) { /* --listen: the socket the daemon opened */
 			char herr[256];
 			if (http_start(fd, herr, sizeof herr) < 0) {

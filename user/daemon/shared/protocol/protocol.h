@@ -28,6 +28,8 @@
 /* What an fd sent on the control socket is (its one byte of data). */
 #define PARSER_TAG_CHANNEL 'C'
 #define PARSER_TAG_LISTEN 'L'
+#define PARSER_TAG_TOKEN 'T' /* a memfd: the bearer token (--listen-token), before 'L' */
+#define PARSER_TOKEN_MAX 256
 
 /* The name under which the parser asks for a debug file from a debuginfod server (libdw's own
  * debuginfod client is off there: it would need the network): the broker fetches
@@ -104,6 +106,8 @@ struct pr_want {
 	uint32_t kind;                /* enum pr_want_kind */
 	int32_t pid;                  /* 0: every traced process */
 	uint32_t seconds;             /* 0: since attach; N: what the next N seconds allocate */
+	uint32_t all_users;           /* 1: the request carried the token (--listen-token): root's
+					 processes too; 0: they are left out */
 };
 
 struct pq_answer {

@@ -2,7 +2,8 @@
 # Prometheus scrapes memtraced (issue 24, must show): Debian's prometheus on 127.0.0.1 scrapes
 # memtraced's /metrics every second while memtraced traces two programs found by --match, one
 # started after memtraced; through Prometheus's own HTTP query API both processes' live bytes
-# are there, and the leaking one's grow.
+# are there, and the leaking one's grow. memtraced asks for a bearer token (--listen-token), which
+# Prometheus sends from its job's authorization.credentials_file (issue 35).
 source "$(dirname "$0")/lib/test.sh"
 
 MT=$BIN/memtraced
@@ -33,7 +34,9 @@ mkdir -p "$TMP/a" "$TMP/b"
 a=$!
 wait_file "$TMP/a/ready" 100
 touch "$TMP/a/go"
-"$MT" --match 'prom*' --rate 1e-3 --listen "127.0.0.1:$P" --duration 90 >"$TMP/mt.out" 2>"$TMP/mt.err" &
+head -c 32 /dev/urandom | base64 | tr -d '/+=\n' >"$TMP/token"
+chmod 0600 "$TMP/token"
+"$MT" --match 'prom*' --rate 1e-3 --listen "127.0.0.1:$P" --listen-token "$TMP/token" --duration 90 >"$TMP/mt.out" 2>"$TMP/mt.err" &
 mt=$!
 sleep 1
 "$TMP/promsteady" wait "$TMP/b" >/dev/null 2>&1 & # started after memtraced: found at its exec
@@ -45,6 +48,8 @@ global:
   evaluation_interval: 1s
 scrape_configs:
   - job_name: memtraced
+    authorization:
+      credentials_file: $TMP/token
     static_configs:
       - targets: ['127.0.0.1:$P']
 EOF
@@ -74,6 +79,7 @@ if awk -v x="${v1:-0}" -v y="${v2:-0}" 'BEGIN { exit !(y > x + 500000) }'; then
 	pass prometheus_leak_grows
 	echo "# live bytes of the leaking process: $v1, 4 s later $v2 (it leaks 400000 per second)"
 else fail prometheus_leak_grows "live bytes $v1 then $v2"; fi
+check prometheus_scrape_needs_token test "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$P/metrics")" = 401
 check prometheus_samples_rate test -n "$(query "rate(memtraced_samples_total{pid=\"$b\"}[3s]) > 0")"
 
 kill "$prom" 2>/dev/null

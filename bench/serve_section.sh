@@ -124,3 +124,48 @@ fleet_section() {
 	note daemon_rss_mb_64 "memtraced --match over N service_leak programs (100 ms ticks: 760 allocations/s each, 200 B/s leaked) at rate 1e-4, 3 s after the last was traced: VmRSS of the daemon (goal: at most 64 + N MB) and of its parser; fds of the daemon; traced_N how many it traced"
 	note attach_ms_64th "from the exec of a matching program to memtraced's 'traced' line (polled every 10 ms): the first with none traced, the 64th with 63 traced (goal: as fast as the first)"
 }
+
+# The idle section: what processes that allocate nothing cost once picked up (issue 36).
+#   daemon_cpu_pct_idle_64   memtraced's CPU (daemon and parser, % of one core) over 10 s while
+#                            it traces 64 idle programs (a copy of sleep), picked up at their
+#                            exec by --match; idle_traced_64 how many it traced
+#   attach_ms_exec           from a matching program's exec to memtraced's "traced" message
+#                            (polled every 5 ms), median over the 64; attach_ms_exec_max the
+#                            slowest
+idle_section() {
+	[ "$have_memtraced" = 1 ] || { na daemon_cpu_pct_idle_64 "memtraced is not built"; return; }
+	local d=$TMP/idle i p t0 t1
+	mkdir -p "$d"
+	cp "$(command -v sleep)" "$d/idleprog"
+	"$MEMTRACED" --no-status --match idleprog --rate 1e-4 --max-processes 100 --listen "127.0.0.1:$(serve_port)" \
+		-o none --duration 600 >"$d/mt.out" 2>"$d/mt.err" &
+	local mt=$!
+	STARTED+=("$mt")
+	sleep 1.5 # its lifecycle watch is loaded
+	: >"$d/ms"
+	for i in $(seq 64); do
+		t0=$(date +%s%N)
+		"$d/idleprog" 600 &
+		p=$!
+		STARTED+=("$p")
+		for _ in $(seq 1000); do grep -q "PID $p .*traced" "$d/mt.err" && break; sleep 0.005; done
+		t1=$(date +%s%N)
+		echo $(((t1 - t0) / 1000000)) >>"$d/ms"
+	done
+	sleep 2 # every pick-up done
+	local parser="" ticks a0 a1
+	for c in $(ps -o pid= --ppid "$mt"); do [ "$(awk '/^Uid:/ { print $2 }' "/proc/$c/status")" = 65534 ] && parser=$c; done
+	cpu() { awk '{ s += $14 + $15 } END { print s }' "/proc/$mt/stat" ${parser:+"/proc/$parser/stat"}; }
+	ticks=$(getconf CLK_TCK)
+	a0=$(cpu)
+	sleep 10
+	a1=$(cpu)
+	set_result daemon_cpu_pct_idle_64 "$(awk -v a="$a0" -v b="$a1" -v t="$ticks" 'BEGIN { printf "%.2f", (b - a) / t / 10 * 100 }')"
+	set_result idle_traced_64 "$(grep -c "traced: executable" "$d/mt.err")"
+	set_result attach_ms_exec "$(median $(cat "$d/ms"))"
+	set_result attach_ms_exec_max "$(sort -n "$d/ms" | tail -1)"
+	note daemon_cpu_pct_idle_64 "memtraced --match over 64 copies of sleep (no allocation after their start) picked up at their exec: CPU of the daemon and its parser over 10 s, % of one core (goal <= 1)"
+	note attach_ms_exec "from the exec of a matching program to memtraced's 'traced' line (polled every 5 ms), median of 64 started one after another (goal <= 50); attach_ms_exec_max the slowest"
+	pkill -f "$d/idleprog" 2>/dev/null
+	stop_proc "$mt" 30 INT 5
+}

@@ -50,90 +50,6 @@ uint64_t session_clock_ns(clockid_t id)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* Intake thread: the unwinder of a just-started program, once, handed to the session thread
- * through early_done. */
-static void open_early_stacks(struct session *s)
-{
-	if (!s->intake_opens_stacks || s->early_tried) return;
-	s->early_tried = true;
-	s->early_stacks = rstacks_open(s->pid, s->early_error, sizeof s->early_error);
-	/* Python frames from now on, not from when the session thread takes this unwinder over
-	 * (a just-started Python program runs its first functions meanwhile) */
-	const struct py_found *py = s->early_stacks ? rstacks_python(s->early_stacks) : NULL;
-	if (py && py->usable) tracer_set_python(s->tracer, &py->layout);
-	atomic_store(&s->early_done, true);
-}
-
-/* The tracer's sink, on the thread that reads the ring buffer for every traced process:
- * copy the records into the queue, in ring-buffer order, never waiting (a full queue drops
- * the record, which the tracer counts). */
-static int queue_alloc(void *ctx, const struct tracer_alloc *a)
-{
-	struct session *s = ctx;
-	/* not at a mapping: ld.so maps memory while it still maps the libraries, whose
-	 * mappings read then would mislead the unwinder. The intake thread prepares it. */
-	if (a->pid == (uint32_t)s->pid && a->origin != TRACER_FROM_MAPPING)
-		atomic_store(&s->record_seen, true);
-	int rc = rq_push_alloc(s->queue, a);
-	if (rc == 0) atomic_fetch_add(&s->allocs_queued, 1);
-	return rc;
-}
-
-static int queue_free(void *ctx, const struct tracer_free *f)
-{
-	struct session *s = ctx;
-	return rq_push_free(s->queue, f);
-}
-
-static const struct tracer_callbacks queue_callbacks = {.alloc = queue_alloc, .free = queue_free};
-
-static void drain_answered(struct session *s, uint64_t req, bool over)
-{
-	pthread_mutex_lock(&s->drain_lock);
-	if (req > s->drain_done) s->drain_done = req;
-	if (over) s->intake_over = true;
-	pthread_cond_broadcast(&s->drain_cond);
-	pthread_mutex_unlock(&s->drain_lock);
-}
-
-static void *intake_main(void *arg)
-{
-	struct session *s = arg;
-	uint64_t last_reconcile = trace_out_mono_now_ns();
-	uint64_t answered = 0;
-	while (!atomic_load(&s->intake_stop) && !atomic_load(&s->intake_failed)) {
-		/* a poll that starts after a drain request reads every record sent before it */
-		uint64_t req = atomic_load(&s->drain_req);
-		/* until the unwinder of a just-started program is prepared (at its first record),
-		 * look often: a short-lived program is soon gone with its mappings */
-		int poll_ms = req != answered ? 0
-			    : s->intake_opens_stacks && !s->early_tried ? 1 : INTAKE_POLL_MS;
-		if (tracer_poll(s->tracer, poll_ms, &queue_callbacks, s) < 0) {
-			atomic_store(&s->intake_failed, true);
-			break;
-		}
-		/* a drain asked at the target's exit (it is held there, its mappings still
-		 * readable): the unwinder of a program that made no allocation record yet (only
-		 * mappings, or records still in the ring) is prepared now or never */
-		if (req != answered || atomic_load(&s->record_seen)) open_early_stacks(s);
-		if (req != answered) drain_answered(s, answered = req, false);
-		uint64_t now = trace_out_mono_now_ns();
-		if (!s->floor && now - last_reconcile >= RECONCILE_NS) {
-			last_reconcile = now;
-			tracer_reconcile(s->tracer, &queue_callbacks, s);
-		}
-	}
-	if (!atomic_load(&s->intake_failed)) {
-		for (int i = 0; i < FINAL_DRAIN_ROUNDS &&
-				tracer_poll(s->tracer, 0, &queue_callbacks, s) > 0; i++) {}
-		if (!s->floor) tracer_reconcile(s->tracer, &queue_callbacks, s);
-	}
-	if (atomic_load(&s->record_seen)) open_early_stacks(s);
-	drain_answered(s, 0, true);
-	rq_close(s->queue);
-	return NULL;
-}
-
 /* The target's mappings, read while it is held at its exit: a library it dlopen'ed just before
  * may be met by the unwinder only after it is gone. */
 static char *read_maps(pid_t pid)
@@ -166,6 +82,7 @@ void session_target_exiting(struct session *s, int timeout_ms)
 	struct timespec until = deadline_after_ms(timeout_ms);
 	pthread_mutex_lock(&s->drain_lock);
 	uint64_t req = atomic_fetch_add(&s->drain_req, 1) + 1;
+	session_intake_wake(s);
 	while (!s->intake_over && s->drain_done < req &&
 	       pthread_cond_timedwait(&s->drain_cond, &s->drain_lock, &until) == 0) {}
 	pthread_mutex_unlock(&s->drain_lock);
@@ -246,6 +163,8 @@ struct session *session_begin(const struct session_opts *o, char *err, size_t er
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->drain_cond, &ca);
+	pthread_mutex_init(&s->wake_lock, NULL);
+	pthread_cond_init(&s->wake_cond, &ca);
 	pthread_condattr_destroy(&ca);
 	s->pid = o->pid;
 	s->floor = o->floor;
@@ -288,9 +207,9 @@ struct session *session_begin(const struct session_opts *o, char *err, size_t er
 	s->queue = rq_new(QUEUE_MAX_BYTES);
 	if (s->queue) {
 		rq_never_wait(s->queue);
-		tracer_set_sink(s->tracer, &queue_callbacks, s);
+		tracer_set_sink(s->tracer, &session_queue_callbacks, s);
 	}
-	if (!s->queue || pthread_create(&s->intake, NULL, intake_main, s) != 0) {
+	if (!s->queue || pthread_create(&s->intake, NULL, session_intake_main, s) != 0) {
 		set_err(err, errlen, "cannot start the intake thread");
 		goto fail;
 	}
@@ -411,6 +330,7 @@ static void stop_intake(struct session *s)
 {
 	if (!s->intake_started) return;
 	atomic_store(&s->intake_stop, true);
+	session_intake_wake(s);
 	bool closed = false;
 	while (!closed) handle_items(s, rq_take_all(s->queue, 100, &closed));
 	pthread_join(s->intake, NULL);
@@ -660,5 +580,7 @@ void session_close(struct session *s)
 	mappings_free(&s->maps);
 	pthread_mutex_destroy(&s->drain_lock);
 	pthread_cond_destroy(&s->drain_cond);
+	pthread_mutex_destroy(&s->wake_lock);
+	pthread_cond_destroy(&s->wake_cond);
 	free(s);
 }

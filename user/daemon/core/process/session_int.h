@@ -24,6 +24,11 @@
 #define TICK_NS 1000000000ULL
 #define FINAL_DRAIN_ROUNDS 1000 /* bound on the final drain, in case records keep coming */
 #define INTAKE_POLL_MS 20
+#define INTAKE_IDLE_MS 1000   /* the intake thread's sleep while nothing comes (a reconciliation
+				 a second: RECONCILE_NS) */
+#define INTAKE_EARLY_MAX_MS 16 /* a just-started program's first record is looked for after 1,
+				  2, 4, 8 and 16 ms (a pass of the host's thread over the ring),
+				  then only when it wakes the intake thread */
 #define RECONCILE_NS 1000000000ULL
 #define PY_EXIT_WAIT_MS 5000  /* a Python process held at its exit while its samples are named */
 #define QUEUE_MAX_BYTES (96u << 20) /* as much as a 32 MiB ring (rate 1) and the 64 MiB queue
@@ -82,6 +87,12 @@ struct session {
 	atomic_uint_fast64_t drain_req;
 	uint64_t drain_done;  /* under drain_lock */
 	bool intake_over;     /* under drain_lock */
+	/* the intake thread sleeps on wake_cond while nothing is asked of it (issue 36: an idle
+	 * process cost a core while it polled every millisecond for its first record); woken by
+	 * the first record, a drain request and the stop */
+	pthread_mutex_t wake_lock;
+	pthread_cond_t wake_cond;
+	bool wake;            /* under wake_lock */
 	char error[512];
 	char stacks_error[256]; /* why the unwinder could not be prepared (lazily, spawn mode) */
 	bool py_started;        /* the unwinder said whether it runs CPython (session_python_start) */
@@ -120,5 +131,11 @@ void session_on_free(struct session *s, const struct tracer_free *f);
 void session_unwind_ahead(struct session *s, struct rq_item **next);
 /* The allocator's objects, from the probe sites: which mappings are its own. */
 void session_note_allocator(struct session *s, const struct alloc_sites *sites);
+
+/* session_intake.c: the intake thread's body, the sink the tracer delivers through (into the
+ * queue, on the host's thread), and its wake-up (a drain asked, the stop). */
+void *session_intake_main(void *arg);
+extern const struct tracer_callbacks session_queue_callbacks;
+void session_intake_wake(struct session *s);
 
 #endif

@@ -1,0 +1,137 @@
+/* The intake thread of a session (session_int.h): it drives the tracer for the session
+ * thread. Records reach the session's queue through the tracer's sink, on the thread that
+ * reads the ring buffer for every traced process; this thread answers drain requests,
+ * prepares a just-started program's unwinder at its first record, and reconciles lost frees
+ * once a second, and sleeps in between (an idle process costs nothing: issue 36). */
+#include "session_int.h"
+#include "common/deadline.h"
+#include "parser/rstacks.h"
+#include "output/trace_out.h"
+#include "record_queue.h"
+#include "tracer/tracer.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+/* Intake thread: the unwinder of a just-started program, once, handed to the session thread
+ * through early_done. */
+static void open_early_stacks(struct session *s)
+{
+	if (!s->intake_opens_stacks || s->early_tried) return;
+	s->early_tried = true;
+	s->early_stacks = rstacks_open(s->pid, s->early_error, sizeof s->early_error);
+	/* Python frames from now on, not from when the session thread takes this unwinder over
+	 * (a just-started Python program runs its first functions meanwhile) */
+	const struct py_found *py = s->early_stacks ? rstacks_python(s->early_stacks) : NULL;
+	if (py && py->usable) tracer_set_python(s->tracer, &py->layout);
+	atomic_store(&s->early_done, true);
+}
+
+/* The tracer's sink, on the thread that reads the ring buffer for every traced process:
+ * copy the records into the queue, in ring-buffer order, never waiting (a full queue drops
+ * the record, which the tracer counts). */
+static int queue_alloc(void *ctx, const struct tracer_alloc *a)
+{
+	struct session *s = ctx;
+	/* not at a mapping: ld.so maps memory while it still maps the libraries, whose
+	 * mappings read then would mislead the unwinder. The intake thread prepares it. */
+	if (a->pid == (uint32_t)s->pid && a->origin != TRACER_FROM_MAPPING &&
+	    !atomic_load(&s->record_seen)) {
+		atomic_store(&s->record_seen, true);
+		if (s->intake_opens_stacks) session_intake_wake(s); /* it prepares the unwinder now */
+	}
+	int rc = rq_push_alloc(s->queue, a);
+	if (rc == 0) atomic_fetch_add(&s->allocs_queued, 1);
+	return rc;
+}
+
+static int queue_free(void *ctx, const struct tracer_free *f)
+{
+	struct session *s = ctx;
+	return rq_push_free(s->queue, f);
+}
+
+const struct tracer_callbacks session_queue_callbacks = {.alloc = queue_alloc, .free = queue_free};
+
+static void drain_answered(struct session *s, uint64_t req, bool over)
+{
+	pthread_mutex_lock(&s->drain_lock);
+	if (req > s->drain_done) s->drain_done = req;
+	if (over) s->intake_over = true;
+	pthread_cond_broadcast(&s->drain_cond);
+	pthread_mutex_unlock(&s->drain_lock);
+}
+
+void session_intake_wake(struct session *s)
+{
+	pthread_mutex_lock(&s->wake_lock);
+	s->wake = true;
+	pthread_cond_signal(&s->wake_cond);
+	pthread_mutex_unlock(&s->wake_lock);
+}
+
+/* Up to ms, or until intake_wake. */
+static void intake_sleep(struct session *s, int ms)
+{
+	struct timespec until = deadline_after_ms(ms);
+	pthread_mutex_lock(&s->wake_lock);
+	while (!s->wake && pthread_cond_timedwait(&s->wake_cond, &s->wake_lock, &until) == 0) {}
+	s->wake = false;
+	pthread_mutex_unlock(&s->wake_lock);
+}
+
+void *session_intake_main(void *arg)
+{
+	struct session *s = arg;
+	uint64_t last_reconcile = trace_out_mono_now_ns();
+	uint64_t answered = 0;
+	int early_ms = 1;
+	while (!atomic_load(&s->intake_stop) && !atomic_load(&s->intake_failed)) {
+		/* a poll that starts after a drain request reads every record sent before it */
+		uint64_t req = atomic_load(&s->drain_req);
+		/* Records reach the queue through the sink, on the host's thread, as it reads the
+		 * ring (every 20 ms); this thread asks it for a pass of its own only when it must
+		 * see them sooner: a drain request, and the first record of a just-started program
+		 * (its unwinder is prepared then, while it surely runs), looked for a few times
+		 * soon after the start; else it sleeps until woken or a second went by. */
+		bool early = s->intake_opens_stacks && !s->early_tried && !atomic_load(&s->record_seen);
+		int poll_ms = 2; /* no pass of its own: what the inbox holds, after a short wait */
+		if (req != answered) {
+			poll_ms = 0;
+		} else if (early && early_ms <= INTAKE_EARLY_MAX_MS) {
+			intake_sleep(s, early_ms);
+			early_ms *= 2;
+			poll_ms = 0;
+		} else if (!atomic_load(&s->record_seen) || s->early_tried || !s->intake_opens_stacks) {
+			intake_sleep(s, INTAKE_IDLE_MS);
+		}
+		if (atomic_load(&s->intake_stop)) break;
+		req = atomic_load(&s->drain_req);
+		if (req != answered) poll_ms = 0;
+		if (tracer_poll(s->tracer, poll_ms, &session_queue_callbacks, s) < 0) {
+			atomic_store(&s->intake_failed, true);
+			break;
+		}
+		/* a drain asked at the target's exit (it is held there, its mappings still
+		 * readable): the unwinder of a program that made no allocation record yet (only
+		 * mappings, or records still in the ring) is prepared now or never */
+		if (req != answered || atomic_load(&s->record_seen)) open_early_stacks(s);
+		if (req != answered) drain_answered(s, answered = req, false);
+		uint64_t now = trace_out_mono_now_ns();
+		if (!s->floor && now - last_reconcile >= RECONCILE_NS) {
+			last_reconcile = now;
+			tracer_reconcile(s->tracer, &session_queue_callbacks, s);
+		}
+	}
+	if (!atomic_load(&s->intake_failed)) {
+		for (int i = 0; i < FINAL_DRAIN_ROUNDS &&
+				tracer_poll(s->tracer, 0, &session_queue_callbacks, s) > 0; i++) {}
+		if (!s->floor) tracer_reconcile(s->tracer, &session_queue_callbacks, s);
+	}
+	if (atomic_load(&s->record_seen)) open_early_stacks(s);
+	drain_answered(s, 0, true);
+	rq_close(s->queue);
+	return NULL;
+}
+

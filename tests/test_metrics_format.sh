@@ -25,8 +25,8 @@ for fam in text_string_to_metric_families(open(sys.argv[1]).read()):
 PY
 rc=$?
 check metrics_format_parses test "$rc" = 0
-check metrics_format_live_bytes grep -q -F "memtraced_live_bytes gauge memtraced_live_bytes comm='redis-server',pid='42' 1048576.0" "$TMP/parsed.txt"
-check metrics_format_counter_typed grep -q -F "memtraced_allocated_bytes counter memtraced_allocated_bytes_total comm='redis-server',pid='42' 5000000000.0" "$TMP/parsed.txt"
+check metrics_format_live_bytes grep -q -F "memtraced_live_bytes gauge memtraced_live_bytes comm='redis-server',exe='/usr/bin/redis-check-rdb',pid='42',service='redis-server.service' 1048576.0" "$TMP/parsed.txt"
+check metrics_format_counter_typed grep -q -F "memtraced_allocated_bytes counter memtraced_allocated_bytes_total comm='redis-server',exe='/usr/bin/redis-check-rdb',pid='42',service='redis-server.service' 5000000000.0" "$TMP/parsed.txt"
 check metrics_format_odd_name_round_trips grep -q -F "comm='we\"ird\\\\na\\nme'" "$TMP/parsed.txt"
 check metrics_format_drop_reasons test "$(grep -c '^memtraced_dropped_samples counter' "$TMP/parsed.txt")" = 6
 check metrics_format_process_metrics grep -q -F "process_resident_memory_bytes gauge process_resident_memory_bytes  41943040.0" "$TMP/parsed.txt"

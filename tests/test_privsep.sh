@@ -180,3 +180,24 @@ touch "$TMP/stop/stop"; wait $spid
 if [ -n "$parser" ] && [ $rc = 0 ] && ! grep -q 'forbidden system call' "$TMP/stop.err"; then
 	pass privsep_parser_survives_stop_and_continue
 else fail privsep_parser_survives_stop_and_continue "parser '${parser}', memtraced exit $rc: $(grep -m1 -E 'forbidden|error' "$TMP/stop.err")"; fi
+
+# ---- a host service whose parser dies stops with status 1 at once (issue 36: it served
+# nothing more, for ever, and its service manager never restarted it)
+mkdir -p "$TMP/host"
+cp "$SITES" "$TMP/hostsvc"
+"$TMP/hostsvc" wait "$TMP/host" >/dev/null 2>&1 & hpid=$!
+wait_file "$TMP/host/ready"
+"$MT" --match hostsvc --rate 1e-3 --listen "127.0.0.1:$(free_port)" -o none -d 60 2>"$TMP/host.err" & mt=$!
+for _ in $(seq 100); do grep -q "tracing PID $hpid" "$TMP/host.err" && break; sleep 0.05; done
+parser=$(parser_of "$mt")
+t0=$(date +%s%N)
+[ -n "$parser" ] && kill -KILL "$parser"
+for _ in $(seq 100); do kill -0 "$mt" 2>/dev/null || break; sleep 0.05; done
+t1=$(date +%s%N)
+wait $mt; rc=$?
+if [ -n "$parser" ] && [ $rc = 1 ] && [ $(( (t1 - t0) / 1000000 )) -le 2000 ] &&
+	grep -q 'the unprivileged parser is gone (killed by signal 9' "$TMP/host.err"; then
+	pass privsep_host_parser_killed_exits_1
+else fail privsep_host_parser_killed_exits_1 "parser '${parser}', exit $rc after $(( (t1 - t0) / 1000000 )) ms: $(grep -m1 -E 'parser|error' "$TMP/host.err")"; fi
+kill -0 "$hpid" 2>/dev/null && pass privsep_host_target_lives || fail privsep_host_target_lives "the traced program is gone"
+touch "$TMP/host/stop"; wait $hpid || true # (sites wait exits 3)

@@ -52,9 +52,9 @@ parse "$TMP/m1.txt" >"$TMP/p1.txt" 2>"$TMP/p1.err"
 check serve_metrics_parse test -s "$TMP/p1.txt" -a ! -s "$TMP/p1.err"
 for p in $a $b; do
 	check "serve_series_of_traced_$([ $p = $a ] && echo first || echo second)" \
-		grep -q "^memtraced_samples counter memtraced_samples_total comm=served,pid=$p [1-9]" "$TMP/p1.txt"
+		grep -q "^memtraced_samples counter memtraced_samples_total comm=served,exe=[^ ]*/served,pid=$p[, ][^ ]* *[1-9]" "$TMP/p1.txt"
 done
-check serve_live_bytes_gauge grep -q "^memtraced_live_bytes gauge memtraced_live_bytes comm=served,pid=$a " "$TMP/p1.txt"
+check serve_live_bytes_gauge grep -q "^memtraced_live_bytes gauge memtraced_live_bytes comm=served,exe=[^ ]*/served,pid=$a[, ]" "$TMP/p1.txt"
 check serve_processes_2 grep -q "^memtraced_processes gauge memtraced_processes  2.0" "$TMP/p1.txt"
 check serve_own_cpu grep -q "^process_cpu_seconds counter process_cpu_seconds_total  [0-9]" "$TMP/p1.txt"
 fill=$(awk '$1 == "memtraced_ringbuf_fill_ratio" { print $NF }' "$TMP/p1.txt")

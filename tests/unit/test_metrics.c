@@ -22,12 +22,13 @@ static bool name_ok(const char *s, size_t n)
 int main(int argc, char **argv)
 {
 	struct metrics_proc p[2] = {
-		{.pid = 42, .comm = "redis-server", .live_bytes = 1048576, .live_objects = 1000,
+		{.pid = 42, .comm = "redis-server", .exe = "/usr/bin/redis-check-rdb",
+		 .service = "redis-server.service", .container = "", .live_bytes = 1048576, .live_objects = 1000,
 		 .allocated_bytes = 5e9, .samples = 12345, .drop_ringbuf = 3,
 		 .over_cap_frames = 7, .py_over_budget = 5},
 		{.pid = 43, .comm = "we\"ird\\na\nme", .live_bytes = 0, .samples = 1},
 	};
-	struct metrics_daemon d = {.processes = 2, .attach_failures = 1, .version = "0.1", .kernel = "6.1.0-57-amd64", .attach_mode = "perf", .cpu_seconds = 1.5,
+	struct metrics_daemon d = {.processes = 2, .attach_failures = 1, .refused_max_processes = 3, .snapshot_failures = 4, .version = "0.1", .kernel = "6.1.0-57-amd64", .attach_mode = "perf", .cpu_seconds = 1.5,
 				   .resident_bytes = 40 << 20, .ringbuf_fill = 0.25};
 	size_t len = 0;
 	char *text = metrics_render(p, 2, &d, &len);
@@ -69,12 +70,17 @@ int main(int argc, char **argv)
 	CHECK("metrics_counters_end_in_total", totals_ok);
 	CHECK("metrics_label_escaped", strstr(text, "comm=\"we\\\"ird\\\\na\\nme\"") != NULL);
 	CHECK("metrics_per_process_value",
-	      strstr(text, "memtraced_live_bytes{pid=\"42\",comm=\"redis-server\"} 1048576\n") != NULL);
+	      strstr(text, "memtraced_live_bytes{pid=\"42\",comm=\"redis-server\",exe=\"/usr/bin/redis-check-rdb\",service=\"redis-server.service\"} 1048576\n") != NULL);
 	CHECK("metrics_drop_reason",
-	      strstr(text, "memtraced_dropped_samples_total{pid=\"42\",comm=\"redis-server\",reason=\"ringbuf_full\"} 3\n") != NULL);
+	      strstr(text, "memtraced_dropped_samples_total{pid=\"42\",comm=\"redis-server\",exe=\"/usr/bin/redis-check-rdb\",service=\"redis-server.service\",reason=\"ringbuf_full\"} 3\n") != NULL);
+	CHECK("metrics_labels_outlive_the_pid",
+	      strstr(text, "memtraced_live_bytes{pid=\"42\",comm=\"redis-server\",exe=\"/usr/bin/redis-check-rdb\",service=\"redis-server.service\"} 1048576\n") != NULL);
+	CHECK("metrics_refused_and_snapshot_failures",
+	      strstr(text, "memtraced_processes_refused_total{reason=\"max_processes\"} 3\n") &&
+	      strstr(text, "memtraced_snapshot_failures_total 4\n"));
 	CHECK("metrics_frames_over_cap",
-	      strstr(text, "memtraced_frames_over_cap_total{pid=\"42\",comm=\"redis-server\",cap=\"distinct_frames\"} 7\n") &&
-	      strstr(text, "memtraced_frames_over_cap_total{pid=\"42\",comm=\"redis-server\",cap=\"python_names\"} 5\n"));
+	      strstr(text, "memtraced_frames_over_cap_total{pid=\"42\",comm=\"redis-server\",exe=\"/usr/bin/redis-check-rdb\",service=\"redis-server.service\",cap=\"distinct_frames\"} 7\n") &&
+	      strstr(text, "memtraced_frames_over_cap_total{pid=\"42\",comm=\"redis-server\",exe=\"/usr/bin/redis-check-rdb\",service=\"redis-server.service\",cap=\"python_names\"} 5\n"));
 	free(text);
 	text = metrics_render(NULL, 0, &d, &len);
 	CHECK("metrics_no_process_still_renders", text && strstr(text, "memtraced_processes 2\n"));

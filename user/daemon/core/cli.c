@@ -58,7 +58,9 @@ void cli_usage(FILE *out)
 		"      --follow-forks   trace each new process the target forks into its own trace\n"
 		"                       (-o needs %%p then; default memtrace-CHILDPID.ctf). An exec is\n"
 		"                       always followed: the last program's trace is FILE, the ones\n"
-		"                       before it FILE with .execN (N execs before it) before .ctf\n"
+		"                       before it FILE with .execN (N execs before it) before .ctf;\n"
+		"                       the default with --match and --cgroup (prefork workers)\n"
+		"      --no-follow-forks  with --match or --cgroup: not the forked processes\n"
 		"      --ring-size BYTES  the BPF ring buffer, a power of two (default 4 MiB)\n"
 		"      --stack-bytes N  user stack copied per sample at most, 512 .. 65536 (default\n"
 		"                       65536; a copy ends where the thread's stack does, so a\n"
@@ -179,7 +181,7 @@ int cli_exec_output_path(const char *base, unsigned n, char *buf, size_t len)
 }
 
 enum { OPT_PROBE_FLOOR = 256, OPT_STACK_BYTES, OPT_NO_STATUS, OPT_TOP, OPT_TOP_INTERVAL, OPT_TOP_BY,
-       OPT_SNAP_DIR, OPT_SNAP_INTERVAL, OPT_SNAP_KEEP, OPT_FILE_MODE, OPT_FOLLOW_FORKS,
+       OPT_SNAP_DIR, OPT_SNAP_INTERVAL, OPT_SNAP_KEEP, OPT_FILE_MODE, OPT_FOLLOW_FORKS, OPT_NO_FOLLOW_FORKS,
        OPT_HOLD_EXEC, OPT_RING_SIZE, OPT_INJECT, OPT_NO_MMAP, OPT_PYTHON, OPT_FORMAT, OPT_MATCH, OPT_CGROUP,
        OPT_MAX_PROCESSES, OPT_LISTEN, OPT_LISTEN_PUBLIC, OPT_LISTEN_TOKEN, OPT_LISTEN_ROOT, OPT_ATTACH_MODE, OPT_KERNEL_CHECK };
 
@@ -207,6 +209,7 @@ static const struct option longopts[] = {
 	{"top-interval", required_argument, NULL, OPT_TOP_INTERVAL},
 	{"top-by", required_argument, NULL, OPT_TOP_BY},
 	{"follow-forks", no_argument, NULL, OPT_FOLLOW_FORKS},
+	{"no-follow-forks", no_argument, NULL, OPT_NO_FOLLOW_FORKS},
 	{"hold-exec", no_argument, NULL, OPT_HOLD_EXEC},
 	{"ring-size", required_argument, NULL, OPT_RING_SIZE},
 	{"inject", optional_argument, NULL, OPT_INJECT},
@@ -401,6 +404,7 @@ static enum cli_result parse_option(int c, char **argv, struct cli_opts *o, stru
 	case OPT_NO_STATUS: o->no_status = true; return CLI_OK;
 	case OPT_TOP: o->top = true; return CLI_OK;
 	case OPT_FOLLOW_FORKS: o->follow_forks = true; return CLI_OK;
+	case OPT_NO_FOLLOW_FORKS: o->no_follow_forks = true; return CLI_OK;
 	case OPT_HOLD_EXEC: o->hold_exec = true; return CLI_OK;
 	case OPT_NO_MMAP: o->no_mmap = true; return CLI_OK;
 
@@ -535,6 +539,10 @@ enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, 
 	if (select_active(&o->select)) {
 		if (!o->select.max_processes) o->select.max_processes = SELECT_DEFAULT_MAX_PROCESSES;
 		if (!o->output) o->no_trace = true; /* snapshots only, unless -o */
+		/* a selected server's forked workers (nginx, postgres, gunicorn, redis's BGSAVE
+		 * child) run its program: they are traced too unless asked not to (issue 36) */
+		if (!o->no_follow_forks && !o->probe_floor) o->follow_forks = true;
 	}
+	if (o->no_follow_forks) o->follow_forks = false;
 	return check_combination(o, &seen, err, errlen);
 }

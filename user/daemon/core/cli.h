@@ -46,7 +46,9 @@ struct cli_opts {
 	double snapshot_interval;  /* --snapshot-interval SEC; 0 = only on SIGUSR1 and at the end */
 	unsigned snapshot_keep;    /* --snapshot-keep N; 0 = keep all */
 	unsigned file_mode;        /* --file-mode MODE: trace and snapshot files (default 0600) */
-	bool follow_forks;         /* --follow-forks: trace forked processes too, each on its own */
+	bool follow_forks;         /* --follow-forks: trace forked processes too, each on its own
+				      (the default with --match and --cgroup) */
+	bool no_follow_forks;      /* --no-follow-forks */
 	enum cli_inject inject;    /* --inject[=required|no], or the default (cli.c: default_inject) */
 	bool inject_default;       /* inject is AUTO by default, not by --inject */
 	int format_version;        /* --format v2|v3: the continuous trace's format (default 2) */

@@ -5,6 +5,7 @@
 #include "targets.h"
 #include "door/door.h"
 #include "export/heap_profile.h"
+#include "export/labels.h"
 #include "export/metrics.h"
 #include "model/trie.h"
 #include "output/trace_out.h"
@@ -58,13 +59,17 @@ static void daemon_figures(const struct targets *ts, struct metrics_daemon *d)
 	d->cpu_seconds = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
 			 (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
 	if (parser_pid() > 0) d->cpu_seconds += cpu_of(parser_pid());
-	FILE *f = door_proc_fopen(getpid(), "statm");
-	unsigned long long size = 0, rss = 0;
-	if (f) {
-		if (fscanf(f, "%llu %llu", &size, &rss) != 2) rss = 0;
-		fclose(f);
+	pid_t who[2] = {getpid(), parser_pid()};
+	d->resident_bytes = 0;
+	for (int i = 0; i < 2; i++) { /* the daemon's and the parser's, as the CPU time above */
+		FILE *f = who[i] > 0 ? door_proc_fopen(who[i], "statm") : NULL;
+		unsigned long long size = 0, rss = 0;
+		if (f) {
+			if (fscanf(f, "%llu %llu", &size, &rss) != 2) rss = 0;
+			fclose(f);
+		}
+		d->resident_bytes += rss * (uint64_t)sysconf(_SC_PAGESIZE);
 	}
-	d->resident_bytes = rss * (uint64_t)sysconf(_SC_PAGESIZE);
 	d->ringbuf_fill = -1;
 	for (int i = 0; i < ts->n; i++) { /* the fullest of the processes' rings */
 		double f = ts->t[i]->active && ts->t[i]->s ? session_ring_fill(ts->t[i]->s) : -1;
@@ -97,9 +102,10 @@ void targets_publish(struct targets *ts)
 	for (int i = 0; i < ts->n; i++) n += ts->t[i]->active && ts->t[i]->s;
 	struct metrics_proc *p = calloc((size_t)n + 1, sizeof *p);
 	char (*comm)[64] = calloc((size_t)n + 1, sizeof *comm);
-	size_t page_cap = 4096 + (size_t)n * 9000, plen = 0;
+	struct unit { char service[256], container[80]; } *unit = calloc((size_t)n + 1, sizeof *unit);
+	size_t page_cap = 4096 + (size_t)n * 10000, plen = 0;
 	char *page = malloc(page_cap);
-	if (!p || !comm || !page) goto out;
+	if (!p || !comm || !unit || !page) goto out;
 	plen += (size_t)snprintf(page, page_cap, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
 				 "<title>memtraced</title></head><body><h1>memtraced</h1>\n<ul>"
 				 "<li><a href=\"/metrics\">/metrics</a>: Prometheus text exposition</li>"
@@ -120,26 +126,43 @@ void targets_publish(struct targets *ts)
 		if (tr) trie_for_each_node(tr, add_node, &ls);
 		double per_sample = tr ? 8.0 / trie_rate(tr) : 0;
 		comm_of(t->pid, comm[k]);
-		p[k] = (struct metrics_proc){.pid = t->pid, .comm = comm[k],
+		char cgroup[4096];
+		if (door_proc_line(t->pid, "cgroup", cgroup, sizeof cgroup) && strncmp(cgroup, "0::", 3) == 0)
+			labels_from_cgroup(cgroup + 3, unit[k].service, sizeof unit[k].service,
+					   unit[k].container, sizeof unit[k].container);
+		p[k] = (struct metrics_proc){.pid = t->pid, .comm = comm[k], .exe = t->exe,
+			.service = unit[k].service, .container = unit[k].container,
 			.live_bytes = ls.nsamples * per_sample, .live_objects = ls.objects,
 			.allocated_bytes = ls.alloc_nsamples * per_sample, .samples = tot.samples,
 			.drop_ringbuf = tot.drop_ringbuf, .drop_map_full = tot.drop_map_full,
 			.drop_stack_copy = tot.drop_stack_copy, .over_cap_frames = tot.over_cap_frames,
 			.py_over_budget = tot.py_over_budget};
-		char name[8192];
+		char name[8192], svc[1400] = "", esc[1300], size[32];
 		html(name, sizeof name, t->exe);
+		html(esc, sizeof esc, unit[k].service); /* a delegated cgroup's name is a user's */
+		if (unit[k].service[0] || unit[k].container[0])
+			snprintf(svc, sizeof svc, " (%s%s%.12s)", esc,
+				 unit[k].service[0] && unit[k].container[0] ? ", container " : unit[k].container[0] ? "container " : "",
+				 unit[k].container);
+		double b = p[k].live_bytes;
+		if (b >= 1 << 30) snprintf(size, sizeof size, "%.1f GiB", b / (1 << 30));
+		else if (b >= 1 << 20) snprintf(size, sizeof size, "%.1f MiB", b / (1 << 20));
+		else if (b >= 1 << 10) snprintf(size, sizeof size, "%.1f KiB", b / (1 << 10));
+		else snprintf(size, sizeof size, "%.0f B", b);
 		if (plen < page_cap)
 			plen += (size_t)snprintf(page + plen, page_cap - plen,
-						 "<tr><td>%d</td><td>%s</td><td>%.0f bytes</td><td>"
+						 "<tr><td>%d</td><td>%s%s</td><td>%s</td><td>"
 						 "<a href=\"/debug/pprof/heap?pid=%d\">heap</a> "
 						 "<a href=\"/debug/pprof/allocs?pid=%d\">allocs</a>"
 						 "</td></tr>\n",
-						 (int)t->pid, name, p[k].live_bytes, (int)t->pid, (int)t->pid);
+						 (int)t->pid, name, svc, size, (int)t->pid, (int)t->pid);
 		k++;
 	}
 	if (plen < page_cap) plen += (size_t)snprintf(page + plen, page_cap - plen, "</table></body></html>\n");
 	if (plen >= page_cap) plen = page_cap - 1;
 	struct metrics_daemon d = {.processes = (uint64_t)k, .attach_failures = ts->attach_failures,
+		.refused_max_processes = ts->refused_max_processes,
+		.snapshot_failures = ts->snapshot_failures,
 		.version = MEMTRACED_VERSION, .kernel = kernel_features()->release};
 	enum tracer_mode mode;
 	char e[256];
@@ -154,6 +177,7 @@ void targets_publish(struct targets *ts)
 out:
 	free(p);
 	free(comm);
+	free(unit);
 	free(page);
 }
 

@@ -160,9 +160,20 @@ static void follow_exec(struct targets *ts, struct target *t, uint64_t exec_ns)
 }
 
 /* --follow-forks: parent forked child, a new process with the parent's mappings. */
+static int count_selected(const struct targets *ts);
+
 static void follow_fork(struct targets *ts, pid_t parent, pid_t child)
 {
+	if (targets_find_active(ts, child)) return; /* adopted already (adopt_children) */
 	char err[1024] = "";
+	struct target *sp = targets_find_active(ts, parent);
+	if (sp && sp->selected && count_selected(ts) >= ts->o->select.max_processes) {
+		ts->refused_max_processes++;
+		msg_warn("PID %d (forked by %d) not traced: --max-processes %d are traced already",
+			 (int)child, (int)parent, ts->o->select.max_processes);
+		lifecycle_unwatch(ts->lc, child);
+		return;
+	}
 	struct target *n = targets_add(ts, child);
 	if (!n) {
 		msg_error("out of memory, not following PID %d", (int)child);
@@ -170,6 +181,9 @@ static void follow_fork(struct targets *ts, pid_t parent, pid_t child)
 	}
 	struct target *p = targets_find_active(ts, parent);
 	n->hold = p ? p->hold : NULL; /* held at its start by its parent's hold */
+	/* a selected server's worker: counted by --max-processes, let go at an exec of a program
+	 * that is not selected, like its parent */
+	n->selected = p && p->selected;
 	if (p && p->sampler && p->sampler->started) /* it inherited the redirected GOT */
 		snprintf(n->inherited_sampler, sizeof n->inherited_sampler, "%s", p->sampler->path);
 	bool ok = target_check_pid(child, err, sizeof err) == 0;
@@ -206,6 +220,20 @@ static void follow_fork(struct targets *ts, pid_t parent, pid_t child)
 	say_note(note);
 }
 
+/* The children pid forked before it was watched (a prefork server forks its workers at once,
+ * before its exec is even seen): followed as if their forks were seen now. */
+static void adopt_children(struct targets *ts, pid_t pid)
+{
+	DIR *d = door_proc_opendir(pid, "task");
+	for (struct dirent *e; d && (e = readdir(d));) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+		FILE *f = door_proc_fopen(pid, "task/%s/children", e->d_name);
+		for (int child; f && fscanf(f, "%d", &child) == 1;) follow_fork(ts, pid, (pid_t)child);
+		if (f) fclose(f);
+	}
+	if (d) closedir(d);
+}
+
 /* Selected processes traced now (--max-processes counts these, not the -p ones). */
 static int count_selected(const struct targets *ts)
 {
@@ -220,6 +248,7 @@ static int count_selected(const struct targets *ts)
 static void follow_selected(struct targets *ts, pid_t pid, bool just_execd, const char *why)
 {
 	if (count_selected(ts) >= ts->o->select.max_processes) {
+		ts->refused_max_processes++;
 		msg_warn("PID %d (%s) not traced: --max-processes %d are traced already", (int)pid, why,
 			 ts->o->select.max_processes);
 		return;
@@ -258,6 +287,7 @@ static void follow_selected(struct targets *ts, pid_t pid, bool just_execd, cons
 	char note[512];
 	if (ts->lc) lifecycle_watch(ts->lc, pid, note, sizeof note);
 	say_note(note);
+	if (ts->o->follow_forks) adopt_children(ts, pid);
 }
 
 void targets_select_running(struct targets *ts)

@@ -281,7 +281,7 @@ static void snapshots_if_due(struct targets *ts, uint64_t interval_ns, uint64_t 
 	if (!asked && !(interval_ns && now >= *next_snapshot)) return;
 	snapshot_requested = 0;
 	for (int i = 0; i < ts->n; i++)
-		if (ts->t[i]->active) target_snapshot(ts->t[i], asked && !ts->o->quiet);
+		if (ts->t[i]->active) target_snapshot(ts, ts->t[i], asked && !ts->o->quiet);
 	if (interval_ns && now >= *next_snapshot) {
 		/* the next one on the grid; skip the ones a slow snapshot missed */
 		*next_snapshot += interval_ns;
@@ -303,6 +303,18 @@ static bool trace_until_done(struct targets *ts, struct status_view *view, bool 
 		poll_targets(ts, &view, cmd_exited, wstatus);
 		targets_follow_lifecycle(ts);
 		targets_drop_finished(ts, &all_ok);
+		/* A host service whose parser died served nothing more, for ever (issue 36): it
+		 * stops at once with status 1, and its service manager restarts it. */
+		const char *gone = selecting ? parser_gone() : NULL;
+		if (gone) {
+			status_close(view);
+			view = NULL;
+			msg_error("the unprivileged parser is gone (%s): stopping with status 1 (a service "
+				  "manager restarts memtraced: Restart=on-failure)", gone);
+			for (int i = 0; i < ts->n; i++) target_finish(ts, ts->t[i], FINISH_ERROR, NULL);
+			all_ok = false;
+			break;
+		}
 		enum finish_why why;
 		if (all_must_stop(ts, view, start, &why)) {
 			status_close(view); /* before the summaries */
@@ -481,7 +493,9 @@ int main(int argc, char **argv)
 			msg_error("%s", perr);
 			return lfd == -2 ? 2 : 1;
 		}
-		msg_info("serving /metrics, /debug/pprof/heap, /debug/pprof/allocs and / on http://%s/", o.listen);
+		/* a PORT alone is 127.0.0.1:PORT (it read "on http://9468/") */
+		msg_info("serving /metrics, /debug/pprof/heap, /debug/pprof/allocs and / on http://%s%s/",
+			 strchr(o.listen, ':') ? "" : "127.0.0.1:", o.listen);
 	}
 
 	bool spawn = o.cmd != NULL;

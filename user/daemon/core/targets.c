@@ -229,14 +229,26 @@ bool target_has_exited(const struct targets *ts, const struct target *t, int *ws
 	return kill(t->pid, 0) < 0 && errno == ESRCH;
 }
 
-void target_snapshot(struct target *t, bool say_it)
+void target_snapshot(struct targets *ts, struct target *t, bool say_it)
 {
 	if (!t->snap || !t->s) return;
 	char err[512] = "";
 	uint64_t seq = snapshot_next_seq(t->snap);
-	if (session_snapshot(t->s, t->snap, err, sizeof err) < 0)
-		msg_say("PID %d: snapshot failed (tracing goes on): %s", (int)t->pid, err);
-	else if (say_it)
+	if (session_snapshot(t->s, t->snap, err, sizeof err) < 0) {
+		/* once, not at every interval (a full disk: 170 lines in 25 s for 7 processes);
+		 * counted in memtraced_snapshot_failures_total */
+		ts->snapshot_failures++;
+		if (!t->snap_failing)
+			msg_say("PID %d: snapshot failed (tracing goes on; said once until one is "
+				"written again): %s", (int)t->pid, err);
+		t->snap_failing = true;
+		return;
+	}
+	if (t->snap_failing)
+		msg_say("PID %d: snapshots written again (%s/memtrace-%d-%llu.ctf)", (int)t->pid,
+			snapshot_dir(t->snap), (int)t->pid, (unsigned long long)seq);
+	t->snap_failing = false;
+	if (say_it)
 		msg_say("PID %d: snapshot %s/memtrace-%d-%llu.ctf written", (int)t->pid,
 			snapshot_dir(t->snap), (int)t->pid, (unsigned long long)seq);
 }
@@ -351,7 +363,7 @@ void target_finish(struct targets *ts, struct target *t, enum finish_why why,
 	if (why == FINISH_EXIT) session_target_gone(t->s);
 	t->ok = session_finish(t->s) == 0 && !error;
 	if (!t->ok && !error) msg_error("%s", session_error(t->s));
-	target_snapshot(t, false); /* the heap at the end, after the final drain and reconcile */
+	target_snapshot(ts, t, false); /* the heap at the end, after the final drain and reconcile */
 	session_print_summary(t->s, msg_stream(), o->no_trace || o->probe_floor ? NULL : t->out_path);
 	note_trace(ts, t, why);
 	if (t->snap)

@@ -26,6 +26,7 @@ struct target {
 	bool out_regular;     /* out_path is a regular file of ours (not /dev/null or a FIFO): it
 				 may be renamed or removed */
 	struct snapshotter *snap;
+	bool snap_failing;    /* its last snapshot failed: said once, until one is written again */
 	struct session *s;
 	int pidfd;
 	bool active;    /* session open and not finished */
@@ -69,6 +70,8 @@ struct targets {
 	int ntraces, traces_cap;
 	uint64_t attach_failures;        /* selected processes that could not be traced (--listen) */
 	uint64_t selected_traced;        /* selected processes traced (--match, --cgroup) */
+	uint64_t snapshot_failures;      /* snapshots not written, of every process (--listen) */
+	uint64_t refused_max_processes;  /* selected processes not traced: --max-processes reached */
 };
 
 /* Why tracing of a target ends (the message and the summary follow from it). */
@@ -93,7 +96,7 @@ void target_use_lifecycle(struct targets *ts, struct target *t);
 /* Has t exited? Our child is reaped, its status stored in *wstatus. */
 bool target_has_exited(const struct targets *ts, const struct target *t, int *wstatus);
 /* One snapshot of t; a failure is reported here and tracing goes on. */
-void target_snapshot(struct target *t, bool say_it);
+void target_snapshot(struct targets *ts, struct target *t, bool say_it);
 /* Tracing of t ends: the last drain and reconcile, the final snapshot, the trace closed, the
  * summary. keep_snap (exec): the snapshotter is handed over there instead of closed. */
 void target_finish(struct targets *ts, struct target *t, enum finish_why why,

@@ -40,7 +40,7 @@ static void put(struct out *o, const char *fmt, ...)
  * comm that is not stays readable as bytes). */
 static void put_label(struct out *o, const char *v)
 {
-	char esc[2 * 64 + 1];
+	char esc[2 * 4096 + 1];
 	size_t k = 0;
 	for (const char *c = v ? v : ""; *c && k + 2 < sizeof esc; c++) {
 		if (*c == '\\' || *c == '"') esc[k++] = '\\', esc[k++] = *c;
@@ -49,6 +49,23 @@ static void put_label(struct out *o, const char *v)
 	}
 	esc[k] = '\0';
 	put(o, "%s", esc);
+}
+
+/* NAME{pid="..",comm="..",exe="..",service="..",container=".." (each of the last three
+ * when known), without the closing brace: a reason or a cap may follow. */
+static void proc_labels(struct out *o, const char *name, const struct metrics_proc *p)
+{
+	put(o, "%s{pid=\"%d\",comm=\"", name, (int)p->pid);
+	put_label(o, p->comm);
+	put(o, "\"");
+	const char *names[] = {"exe", "service", "container"};
+	const char *values[] = {p->exe, p->service, p->container};
+	for (int i = 0; i < 3; i++) {
+		if (!values[i] || !values[i][0]) continue;
+		put(o, ",%s=\"", names[i]);
+		put_label(o, values[i]);
+		put(o, "\"");
+	}
 }
 
 static void family(struct out *o, const char *name, const char *type, const char *help)
@@ -63,13 +80,12 @@ static void per_process(struct out *o, const struct metrics_proc *p, size_t n, c
 {
 	family(o, name, type, help);
 	for (size_t i = 0; i < n; i++) {
-		put(o, "%s{pid=\"%d\",comm=\"", name, (int)p[i].pid);
-		put_label(o, p[i].comm);
+		proc_labels(o, name, &p[i]);
 		switch (k) {
-		case V_LIVE_BYTES: put(o, "\"} %.0f\n", p[i].live_bytes); break;
-		case V_LIVE_OBJECTS: put(o, "\"} %.0f\n", p[i].live_objects); break;
-		case V_ALLOCATED: put(o, "\"} %.0f\n", p[i].allocated_bytes); break;
-		case V_SAMPLES: put(o, "\"} %llu\n", (unsigned long long)p[i].samples); break;
+		case V_LIVE_BYTES: put(o, "} %.0f\n", p[i].live_bytes); break;
+		case V_LIVE_OBJECTS: put(o, "} %.0f\n", p[i].live_objects); break;
+		case V_ALLOCATED: put(o, "} %.0f\n", p[i].allocated_bytes); break;
+		case V_SAMPLES: put(o, "} %llu\n", (unsigned long long)p[i].samples); break;
 		}
 	}
 }
@@ -98,9 +114,8 @@ char *metrics_render(const struct metrics_proc *p, size_t n, const struct metric
 	for (size_t i = 0; i < n; i++) {
 		uint64_t v[3] = {p[i].drop_ringbuf, p[i].drop_map_full, p[i].drop_stack_copy};
 		for (int r = 0; r < 3; r++) {
-			put(&o, "memtraced_dropped_samples_total{pid=\"%d\",comm=\"", (int)p[i].pid);
-			put_label(&o, p[i].comm);
-			put(&o, "\",reason=\"%s\"} %llu\n", reason[r], (unsigned long long)v[r]);
+			proc_labels(&o, "memtraced_dropped_samples_total", &p[i]);
+			put(&o, ",reason=\"%s\"} %llu\n", reason[r], (unsigned long long)v[r]);
 		}
 	}
 	family(&o, "memtraced_frames_over_cap_total", "counter",
@@ -110,9 +125,8 @@ char *metrics_render(const struct metrics_proc *p, size_t n, const struct metric
 		static const char *const cap[] = {"distinct_frames", "python_names"};
 		uint64_t v[2] = {p[i].over_cap_frames, p[i].py_over_budget};
 		for (int c = 0; c < 2; c++) {
-			put(&o, "memtraced_frames_over_cap_total{pid=\"%d\",comm=\"", (int)p[i].pid);
-			put_label(&o, p[i].comm);
-			put(&o, "\",cap=\"%s\"} %llu\n", cap[c], (unsigned long long)v[c]);
+			proc_labels(&o, "memtraced_frames_over_cap_total", &p[i]);
+			put(&o, ",cap=\"%s\"} %llu\n", cap[c], (unsigned long long)v[c]);
 		}
 	}
 	if (d->version && d->kernel && d->attach_mode) {
@@ -131,6 +145,13 @@ char *metrics_render(const struct metrics_proc *p, size_t n, const struct metric
 	family(&o, "memtraced_attach_failures_total", "counter",
 	       "Processes memtraced was to trace and could not.");
 	put(&o, "memtraced_attach_failures_total %llu\n", (unsigned long long)d->attach_failures);
+	family(&o, "memtraced_processes_refused_total", "counter",
+	       "Selected processes memtraced did not trace, by reason.");
+	put(&o, "memtraced_processes_refused_total{reason=\"max_processes\"} %llu\n",
+	    (unsigned long long)d->refused_max_processes);
+	family(&o, "memtraced_snapshot_failures_total", "counter",
+	       "Heap snapshots that could not be written (a full disk, a removed directory...).");
+	put(&o, "memtraced_snapshot_failures_total %llu\n", (unsigned long long)d->snapshot_failures);
 	if (d->ringbuf_fill >= 0) {
 		family(&o, "memtraced_ringbuf_fill_ratio", "gauge",
 		       "How full the fullest BPF ring buffer is, 0 to 1.");
@@ -139,7 +160,8 @@ char *metrics_render(const struct metrics_proc *p, size_t n, const struct metric
 	family(&o, "process_cpu_seconds_total", "counter",
 	       "Total user and system CPU time of memtraced (its parser included) in seconds.");
 	put(&o, "process_cpu_seconds_total %.3f\n", d->cpu_seconds);
-	family(&o, "process_resident_memory_bytes", "gauge", "memtraced's resident memory in bytes.");
+	family(&o, "process_resident_memory_bytes", "gauge",
+	       "memtraced's resident memory in bytes (its parser's included, as its CPU time).");
 	put(&o, "process_resident_memory_bytes %llu\n", (unsigned long long)d->resident_bytes);
 	if (o.failed) {
 		free(o.buf);

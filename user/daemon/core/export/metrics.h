@@ -14,6 +14,9 @@
 struct metrics_proc {
 	pid_t pid;
 	const char *comm;          /* any bytes: escaped as a label value */
+	/* labels that outlive the pid (NULL or "": left out): its executable, its systemd
+	 * service unit and its container id (export/labels.h) */
+	const char *exe, *service, *container;
 	double live_bytes;         /* estimated from the live sampled blocks */
 	double live_objects;
 	double allocated_bytes;    /* estimated, since attach */
@@ -27,8 +30,10 @@ struct metrics_proc {
 struct metrics_daemon {
 	uint64_t processes;        /* traced now */
 	uint64_t attach_failures;  /* processes selected or named that could not be traced */
+	uint64_t refused_max_processes; /* selected processes left untraced by --max-processes */
+	uint64_t snapshot_failures; /* snapshots that could not be written (a full disk...) */
 	double cpu_seconds;        /* memtraced's user + system time, its parser's included */
-	uint64_t resident_bytes;
+	uint64_t resident_bytes;   /* the daemon's and its parser's together */
 	double ringbuf_fill;       /* the fullest ring buffer's fill, 0 .. 1; < 0: not known (left out) */
 	const char *version, *kernel; /* memtraced_build_info's labels (NULL: left out) */
 	const char *attach_mode;   /* how the allocator probes attach: session, multi, perf */

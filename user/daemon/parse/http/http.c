@@ -190,8 +190,8 @@ static enum MHD_Result ask_daemon(struct MHD_Connection *c, int kind, void **sta
 	unsigned long pid, seconds;
 	if (!number_arg(c, "pid", 4194304, &pid))
 		return reply(c, MHD_HTTP_BAD_REQUEST, "pid=N: N a process id\n");
-	if (!number_arg(c, "seconds", 4294967295UL, &seconds))
-		return reply(c, MHD_HTTP_BAD_REQUEST, "seconds=N: N a whole number of seconds\n");
+	if (!number_arg(c, "seconds", HTTP_MAX_SECONDS, &seconds)) /* not cut silently */
+		return reply(c, MHD_HTTP_BAD_REQUEST, "seconds=N: N a whole number of seconds, at most 60\n");
 	pthread_mutex_lock(&H.lock);
 	struct pending *p = NULL;
 	int windows = 0;

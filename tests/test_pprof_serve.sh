@@ -60,7 +60,8 @@ check pprof_default_sample_types test $? = 0
 go tool pprof -tags "$URL/debug/pprof/heap" >"$TMP/tags.txt" 2>/dev/null
 check pprof_label_pid_of_each grep -q " $a\$" "$TMP/tags.txt"
 check pprof_label_pid_of_other grep -q " $b\$" "$TMP/tags.txt"
-check pprof_label_comm grep -q ": svcpp_sites\$" "$TMP/tags.txt"
+check pprof_label_comm grep -q ": svcpp_sites$" "$TMP/tags.txt"
+check pprof_label_exe grep -q ": /.*/svcpp_sites$" "$TMP/tags.txt" # (a name that outlives the pid)
 go tool pprof -tags "$URL/debug/pprof/heap?pid=$b" >"$TMP/tags_b.txt" 2>/dev/null
 check pprof_pid_filter test "$(grep -c " $a\$" "$TMP/tags_b.txt")" = 0 -a "$(grep -c " $b\$" "$TMP/tags_b.txt")" = 1
 check pprof_untraced_pid_404 test "$(curl -s -o /dev/null -w '%{http_code}' "$URL/debug/pprof/heap?pid=1")" = 404

@@ -77,6 +77,19 @@ static void daemon_figures(const struct targets *ts, struct metrics_daemon *d)
 	}
 }
 
+/* The labels service and container of pid, from its cgroup path ("" where none). */
+struct unit {
+	char service[256], container[80];
+};
+static void unit_of(pid_t pid, struct unit *u)
+{
+	char cgroup[4096];
+	u->service[0] = u->container[0] = '\0';
+	if (door_proc_line(pid, "cgroup", cgroup, sizeof cgroup) && strncmp(cgroup, "0::", 3) == 0)
+		labels_from_cgroup(cgroup + 3, u->service, sizeof u->service, u->container,
+				   sizeof u->container);
+}
+
 /* The label comm of pid: its /proc comm, "?" once it is gone. */
 static void comm_of(pid_t pid, char out[64])
 {
@@ -102,7 +115,7 @@ void targets_publish(struct targets *ts)
 	for (int i = 0; i < ts->n; i++) n += ts->t[i]->active && ts->t[i]->s;
 	struct metrics_proc *p = calloc((size_t)n + 1, sizeof *p);
 	char (*comm)[64] = calloc((size_t)n + 1, sizeof *comm);
-	struct unit { char service[256], container[80]; } *unit = calloc((size_t)n + 1, sizeof *unit);
+	struct unit *unit = calloc((size_t)n + 1, sizeof *unit);
 	size_t page_cap = 4096 + (size_t)n * 10000, plen = 0;
 	char *page = malloc(page_cap);
 	if (!p || !comm || !unit || !page) goto out;
@@ -126,10 +139,7 @@ void targets_publish(struct targets *ts)
 		if (tr) trie_for_each_node(tr, add_node, &ls);
 		double per_sample = tr ? 8.0 / trie_rate(tr) : 0;
 		comm_of(t->pid, comm[k]);
-		char cgroup[4096];
-		if (door_proc_line(t->pid, "cgroup", cgroup, sizeof cgroup) && strncmp(cgroup, "0::", 3) == 0)
-			labels_from_cgroup(cgroup + 3, unit[k].service, sizeof unit[k].service,
-					   unit[k].container, sizeof unit[k].container);
+		unit_of(t->pid, &unit[k]);
 		p[k] = (struct metrics_proc){.pid = t->pid, .comm = comm[k], .exe = t->exe,
 			.service = unit[k].service, .container = unit[k].container,
 			.live_bytes = ls.nsamples * per_sample, .live_objects = ls.objects,
@@ -220,13 +230,16 @@ static void answer_profile(struct targets *ts, const struct pr_want *w, const st
 {
 	struct profile_proc *p = calloc((size_t)ts->n + 1, sizeof *p);
 	char (*comm)[64] = calloc((size_t)ts->n + 1, sizeof *comm);
-	if (!p || !comm) goto oom;
+	struct unit *unit = calloc((size_t)ts->n + 1, sizeof *unit);
+	if (!p || !comm || !unit) goto oom;
 	size_t n = 0;
 	for (int i = 0; i < ts->n; i++) {
 		struct target *t = ts->t[i];
 		if (!wanted(t, w)) continue;
 		comm_of(t->pid, comm[n]);
+		unit_of(t->pid, &unit[n]);
 		p[n] = (struct profile_proc){.pid = t->pid, .comm = comm[n], .exe = t->exe,
+			.service = unit[n].service, .container = unit[n].container,
 			.trie = session_trie(t->s), .locs = session_locations, .locs_ctx = t->s};
 		for (int k = 0; win && k < win->n; k++)
 			if (win->bases[k].trie == p[n].trie && win->bases[k].pid == t->pid)
@@ -260,6 +273,7 @@ oom:
 out:
 	free(p);
 	free(comm);
+	free(unit);
 }
 
 static void end_window(struct window *win)

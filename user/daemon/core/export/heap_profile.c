@@ -71,7 +71,12 @@ static int add_proc(pp_profile *pp, const struct profile_proc *p, uint64_t *code
 	uint32_t m = pp_mapping(pp, p->exe, p->locs, p->locs_ctx);
 	char pid[16];
 	snprintf(pid, sizeof pid, "%d", (int)p->pid);
-	pp_label labels[2] = {{"pid", pid}, {"comm", p->comm}};
+	/* pid and comm; exe, service and container: names that outlive a restart */
+	pp_label labels[5] = {{"pid", pid}, {"comm", p->comm}};
+	int nlabels = 2;
+	if (p->exe && p->exe[0]) labels[nlabels++] = (pp_label){"exe", p->exe};
+	if (p->service && p->service[0]) labels[nlabels++] = (pp_label){"service", p->service};
+	if (p->container && p->container[0]) labels[nlabels++] = (pp_label){"container", p->container};
 	for (size_t i = 1; i < n; i++) {
 		const struct trie_node *nd = trie_node(t, (uint32_t)i);
 		double v[PP_NVALUES] = {nd->c.alloc_objects_est, nd->c.alloc_bytes_est,
@@ -86,7 +91,7 @@ static int add_proc(pp_profile *pp, const struct profile_proc *p, uint64_t *code
 		for (int k = 0; k < PP_NVALUES; k++) any = any || v[k] >= 0.5;
 		if (!any) continue;
 		size_t depth = trie_node_backtrace(t, (uint32_t)i, codes, MAX_DEPTH);
-		if (pp_sample(pp, m, codes, depth < MAX_DEPTH ? depth : MAX_DEPTH, v, labels, 2) < 0) goto oom;
+		if (pp_sample(pp, m, codes, depth < MAX_DEPTH ? depth : MAX_DEPTH, v, labels, nlabels) < 0) goto oom;
 	}
 	free(w.objects);
 	free(w.bytes);

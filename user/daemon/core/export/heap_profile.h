@@ -32,6 +32,7 @@ void profile_base_free(struct profile_base *b);
 struct profile_proc {
 	pid_t pid;
 	const char *comm, *exe;
+	const char *service, *container; /* labels too where not NULL nor "" (export/labels.h) */
 	const struct trie *trie;
 	mt_locations_fn locs;
 	void *locs_ctx;

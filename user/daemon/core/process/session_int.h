@@ -24,12 +24,15 @@
 #define TICK_NS 1000000000ULL
 #define FINAL_DRAIN_ROUNDS 1000 /* bound on the final drain, in case records keep coming */
 #define INTAKE_POLL_MS 20
-#define INTAKE_IDLE_MS 1000   /* the intake thread's sleep while nothing comes (a reconciliation
+#define INTAKE_IDLE_MS 1000   /* the intake thread's sleep while records come (a reconciliation
 				 a second: RECONCILE_NS) */
 #define INTAKE_EARLY_MAX_MS 16 /* a just-started program's first record is looked for after 1,
 				  2, 4, 8 and 16 ms (a pass of the host's thread over the ring),
 				  then only when it wakes the intake thread */
 #define RECONCILE_NS 1000000000ULL
+#define RECONCILE_IDLE_NS 10000000000ULL /* ... while no record came since the last one: a
+				  free whose record was lost (the ring full of others' records) is
+				  repaired within 10 s, and an idle process costs no map scan a second */
 #define PY_EXIT_WAIT_MS 5000  /* a Python process held at its exit while its samples are named */
 #define QUEUE_MAX_BYTES (96u << 20) /* as much as a 32 MiB ring (rate 1) and the 64 MiB queue
                                        that its reader waited on before it served every process */
@@ -93,6 +96,7 @@ struct session {
 	pthread_mutex_t wake_lock;
 	pthread_cond_t wake_cond;
 	bool wake;            /* under wake_lock */
+	atomic_uint_fast64_t records_in; /* records the sink queued (allocations and frees) */
 	char error[512];
 	char stacks_error[256]; /* why the unwinder could not be prepared (lazily, spawn mode) */
 	bool py_started;        /* the unwinder said whether it runs CPython (session_python_start) */

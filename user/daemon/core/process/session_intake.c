@@ -41,6 +41,7 @@ static int queue_alloc(void *ctx, const struct tracer_alloc *a)
 		atomic_store(&s->record_seen, true);
 		if (s->intake_opens_stacks) session_intake_wake(s); /* it prepares the unwinder now */
 	}
+	atomic_fetch_add(&s->records_in, 1);
 	int rc = rq_push_alloc(s->queue, a);
 	if (rc == 0) atomic_fetch_add(&s->allocs_queued, 1);
 	return rc;
@@ -49,6 +50,7 @@ static int queue_alloc(void *ctx, const struct tracer_alloc *a)
 static int queue_free(void *ctx, const struct tracer_free *f)
 {
 	struct session *s = ctx;
+	atomic_fetch_add(&s->records_in, 1);
 	return rq_push_free(s->queue, f);
 }
 
@@ -84,7 +86,7 @@ static void intake_sleep(struct session *s, int ms)
 void *session_intake_main(void *arg)
 {
 	struct session *s = arg;
-	uint64_t last_reconcile = trace_out_mono_now_ns();
+	uint64_t last_reconcile = trace_out_mono_now_ns(), records_then = 0;
 	uint64_t answered = 0;
 	int early_ms = 1;
 	while (!atomic_load(&s->intake_stop) && !atomic_load(&s->intake_failed)) {
@@ -104,7 +106,13 @@ void *session_intake_main(void *arg)
 			early_ms *= 2;
 			poll_ms = 0;
 		} else if (!atomic_load(&s->record_seen) || s->early_tried || !s->intake_opens_stacks) {
-			intake_sleep(s, INTAKE_IDLE_MS);
+			/* until the next reconciliation is due: a second while records come, ten
+			 * while none does (nothing else needs this thread on time) */
+			uint64_t due = last_reconcile + (atomic_load(&s->records_in) != records_then
+							 ? RECONCILE_NS : RECONCILE_IDLE_NS);
+			uint64_t now = trace_out_mono_now_ns();
+			int ms = due > now ? (int)((due - now) / 1000000) + 1 : 1; /* at most 10 s */
+			intake_sleep(s, ms);
 		}
 		if (atomic_load(&s->intake_stop)) break;
 		req = atomic_load(&s->drain_req);
@@ -119,8 +127,11 @@ void *session_intake_main(void *arg)
 		if (req != answered || atomic_load(&s->record_seen)) open_early_stacks(s);
 		if (req != answered) drain_answered(s, answered = req, false);
 		uint64_t now = trace_out_mono_now_ns();
-		if (!s->floor && now - last_reconcile >= RECONCILE_NS) {
+		uint64_t records = atomic_load(&s->records_in);
+		if (!s->floor && now - last_reconcile >= (records != records_then ? RECONCILE_NS
+										  : RECONCILE_IDLE_NS)) {
 			last_reconcile = now;
+			records_then = records;
 			tracer_reconcile(s->tracer, &session_queue_callbacks, s);
 		}
 	}

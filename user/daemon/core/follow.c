@@ -267,6 +267,14 @@ static void follow_selected(struct targets *ts, pid_t pid, bool just_execd, cons
 		ok = (just_execd ? psites_for_exec(n->exe, pid, &n->sites, err, sizeof err)
 				 : psites_for_pid(pid, &n->sites, err, sizeof err)) == 0;
 	}
+	if (ok && !ts->o->inject) { /* a BPF program loaded ahead (issue 36: pick-up latency) */
+		char e[256];
+		n->attached = exec_prep_take_spare(ts->prep, pid);
+		if (n->attached && tracer_attach(n->attached, &n->sites, e, sizeof e) < 0) {
+			tracer_close(n->attached); /* the session loads its own */
+			n->attached = NULL;
+		}
+	}
 	if (ok && target_prepare_outputs(ts, n) != 0) {
 		snprintf(err, sizeof err, "cannot prepare its trace");
 		ok = false;
@@ -277,6 +285,8 @@ static void follow_selected(struct targets *ts, pid_t pid, bool just_execd, cons
 			msg_say("PID %d (%s): not traced: %s", (int)pid, why, err);
 			ts->attach_failures++;
 		}
+		tracer_close(n->attached);
+		n->attached = NULL;
 		target_release_outputs(ts, n, true);
 		n->ok = true; /* a process gone at once is no failure of ours */
 		return;

@@ -243,6 +243,7 @@ if wait_file "$H/rootw/ready" 100 && wait_file "$H/userw/ready" 100; then
 	for _ in $(seq 100); do grep -q "pid=\"$rootp\"" <(curl -s -H "Authorization: Bearer $tok" "$U2/metrics") && break; sleep 0.1; done
 	sleep 1
 	check hostile_token_needed_for_metrics test "$(curl -s -o /dev/null -w '%{http_code}' "$U2/metrics")" = 401
+	check hostile_healthz_without_token test "$(curl -s -o /dev/null -w '%{http_code}' "$U2/healthz")" = 200
 	check hostile_wrong_token_refused test "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer ${tok}x" "$U2/debug/pprof/heap")" = 401
 	check hostile_token_opens_root_profile test "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $tok" "$U2/debug/pprof/heap?pid=$rootp")" = 200
 	kill -INT "$m"; wait "$m"

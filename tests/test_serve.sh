@@ -38,6 +38,7 @@ for _ in $(seq 100); do curl -s -o /dev/null "$URL/metrics" && grep -q "pid=\"$b
 sleep 1.5 # a second publication, with samples
 curl -s -D "$TMP/h1" "$URL/metrics" >"$TMP/m1.txt"
 check serve_metrics_200 grep -q "^HTTP/1.1 200" "$TMP/h1"
+check serve_healthz test "$(curl -s "$URL/healthz")" = "ok: 2 processes traced"
 check serve_metrics_content_type grep -q -i "^content-type: text/plain; version=0.0.4" "$TMP/h1"
 parse() { # FILE: "family type name labels value" per sample, by Prometheus's parser
 	"$PY" - "$1" <<'PY'

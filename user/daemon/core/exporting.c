@@ -183,6 +183,11 @@ void targets_publish(struct targets *ts)
 	char *text = metrics_render(p, (size_t)k, &d, &len);
 	if (text) parser_publish("/metrics", "text/plain; version=0.0.4; charset=utf-8", text, len);
 	parser_publish("/", "text/html; charset=utf-8", page, plen);
+	/* a health check's: the daemon published within the last second or so (the server is
+	 * the parser's: it answers only while both live) */
+	char health[96];
+	int hl = snprintf(health, sizeof health, "ok: %d processes traced\n", k);
+	parser_publish("/healthz", "text/plain; charset=utf-8", health, (size_t)hl);
 	free(text);
 out:
 	free(p);

@@ -118,6 +118,11 @@ $(BUILD)/tests/targets/%: tests/targets/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -fomit-frame-pointer -pthread $< -o $@ -ldl
 
+# the unit's SystemCallFilter, applied as systemd does (tests/test_fleet.sh)
+$(BUILD)/tests/targets/seccomp_deny: tests/targets/seccomp_deny.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g $< -o $@ -lseccomp
+
 # allocsyms workloads: attach_nopie and attach_static are linked -no-pie and -static.
 $(BUILD)/tests/targets/attach_pie $(BUILD)/tests/targets/attach_interpose: tests/targets/attach_report.h
 $(BUILD)/tests/targets/inject_nopie: tests/targets/inject_nopie.c

@@ -4,7 +4,10 @@
 # the command the unit runs, with the options file as shipped (its selection pointed at a test
 # program), traces, serves and snapshots into the state directory, and a SIGTERM (systemd's
 # stop) ends it with status 0 and a final snapshot; the Prometheus scrape configuration in
-# docs/fleet/ passes promtool.
+# docs/fleet/ passes promtool. The unit's confinement (issue 36): `systemd-analyze security` rates
+# it 3.0 or below, and the service runs under its capability bounding set, no_new_privs and its
+# SystemCallFilter (the calls of its groups fail with EPERM, as systemd makes them), tracing,
+# sampling, serving and snapshotting as without.
 source "$(dirname "$0")/lib/test.sh"
 
 SITES=$TARGETS/sites
@@ -34,17 +37,33 @@ systemd-analyze verify --man=no "$TMP/bad.service" >"$TMP/verify_bad.out" 2>&1
 check fleet_verify_sees_a_bad_unit test -s "$TMP/verify_bad.out"
 promtool check config "$TOP/docs/fleet/prometheus.yml" >"$TMP/promtool.out" 2>&1
 check fleet_prometheus_config_valid test $? = 0
+# --offline: the unit's own settings, whatever this machine runs as PID 1
+score=$(systemd-analyze security --offline=yes "$UNIT" 2>/dev/null | sed -n 's/.*Overall exposure level for .*: \([0-9.]*\) .*/\1/p')
+if [ -n "$score" ] && awk -v s="$score" 'BEGIN { exit !(s <= 3.0) }'; then pass fleet_unit_exposure_at_most_3
+else fail fleet_unit_exposure_at_most_3 "systemd-analyze security: '${score}' (goal <= 3.0)"; fi
+for k in NoNewPrivileges=yes PrivateDevices=yes IPAddressAllow=localhost IPAddressDeny=any MemoryMax= CPUQuota= \
+	SystemCallErrorNumber=EPERM; do
+	check "fleet_unit_sets_${k%%=*}" grep -q "^$k" "$UNIT"
+done
+check fleet_unit_no_sys_admin_no_dac_override test -z "$(grep '^CapabilityBoundingSet=' "$UNIT" | grep -E 'CAP_SYS_ADMIN|CAP_DAC_OVERRIDE')"
 
 if ! bpf_ready; then
 	skip fleet_service_runs "needs root and /sys/kernel/btf/vmlinux"
 	exit 0
 fi
-# the unit's command as systemd runs it: the options file's variables, %S the state directory
-cp "$SITES" "$TMP/fleetsvc"
+# the unit's command as systemd runs it: the options file's variables, %S the state directory,
+# its bounding set, no_new_privs and system call filter
+cp "$TARGETS/service_leak" "$TMP/fleetsvc"
 mkdir -p "$TMP/w" "$TMP/state/memtraced"
-"$TMP/fleetsvc" wait "$TMP/w" >/dev/null 2>&1 &
+"$TMP/fleetsvc" "$TMP/w" 120 10000 >/dev/null 2>&1 &
 t=$!
 wait_file "$TMP/w/ready" 100
+touch "$TMP/w/go"
+caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$UNIT" | tr 'A-Z' 'a-z' | sed 's/cap_/+/g; s/ /,/g')
+groups=$(sed -n 's/^SystemCallFilter=~//p' "$UNIT")
+# shellcheck disable=SC2086 # the groups are words
+denied=$(systemd-analyze syscall-filter --no-pager $groups | grep -E '^    [a-z_0-9]+$' | tr -d ' ' | tr '\n' ' ')
+check fleet_filter_has_calls test "$(wc -w <<<"$denied")" -ge 40
 P=$(free_port)
 exec_line=$(sed -n 's/^ExecStart=//p' "$UNIT")
 (
@@ -55,11 +74,19 @@ exec_line=$(sed -n 's/^ExecStart=//p' "$UNIT")
 	MEMTRACED_LISTEN=127.0.0.1:$P
 	cmd=${exec_line//%S/$TMP/state}
 	cmd=${cmd//\$\{MEMTRACED_LISTEN\}/$MEMTRACED_LISTEN}
-	eval "exec $cmd" # $MEMTRACED_SELECT and $MEMTRACED_OPTS split on white space, as systemd does
+	# $MEMTRACED_SELECT and $MEMTRACED_OPTS split on white space, as systemd does
+	eval "exec setpriv --bounding-set -all,$caps --inh-caps -all --no-new-privs $TARGETS/seccomp_deny $denied -- $cmd"
 ) >"$TMP/svc.out" 2>"$TMP/svc.err" &
 svc=$!
 for _ in $(seq 100); do grep -q "pid=\"$t\"" <(curl -s "http://127.0.0.1:$P/metrics") && break; sleep 0.1; done
 check fleet_service_serves grep -q "pid=\"$t\"" <(curl -s "http://127.0.0.1:$P/metrics")
+check fleet_service_confined grep -q "seccomp_deny: [0-9]* system calls fail with EPERM" "$TMP/svc.err"
+samples=""
+for _ in $(seq 50); do
+	samples=$(curl -s "http://127.0.0.1:$P/metrics" | awk -v p="pid=\"$t\"" 'index($0, "memtraced_samples_total{") == 1 && index($0, p) { print $2 }')
+	[ "${samples:-0}" -gt 0 ] && break; sleep 0.1
+done
+check fleet_service_samples_when_confined test "${samples:-0}" -gt 0
 sleep 1
 kill -TERM "$svc"
 wait "$svc"

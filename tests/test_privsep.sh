@@ -181,23 +181,54 @@ if [ -n "$parser" ] && [ $rc = 0 ] && ! grep -q 'forbidden system call' "$TMP/st
 	pass privsep_parser_survives_stop_and_continue
 else fail privsep_parser_survives_stop_and_continue "parser '${parser}', memtraced exit $rc: $(grep -m1 -E 'forbidden|error' "$TMP/stop.err")"; fi
 
-# ---- a host service whose parser dies stops with status 1 at once (issue 36: it served
-# nothing more, for ever, and its service manager never restarted it)
+# ---- a host service whose parser dies gets a new one (issue 36: it served nothing more, for
+# ever): killed during scrapes and tracing, every process is traced anew, /metrics answers
+# again within 2 s with the process's series and the restart counted, samples come again
+SVC=$TARGETS/service_leak
 mkdir -p "$TMP/host"
-cp "$SITES" "$TMP/hostsvc"
-"$TMP/hostsvc" wait "$TMP/host" >/dev/null 2>&1 & hpid=$!
-wait_file "$TMP/host/ready"
-"$MT" --match hostsvc --rate 1e-3 --listen "127.0.0.1:$(free_port)" -o none -d 60 2>"$TMP/host.err" & mt=$!
-for _ in $(seq 100); do grep -q "tracing PID $hpid" "$TMP/host.err" && break; sleep 0.05; done
+cp "$SVC" "$TMP/hostsvc"
+"$TMP/hostsvc" "$TMP/host" 120 10000 >/dev/null 2>&1 & hpid=$!
+wait_file "$TMP/host/ready"; touch "$TMP/host/go"
+port=$(free_port)
+"$MT" --match hostsvc --rate 1e-3 --listen "127.0.0.1:$port" -o none -d 90 2>"$TMP/host.err" & mt=$!
+scrape() { curl -sf -m 2 "http://127.0.0.1:$port/metrics" >"$TMP/host.metrics" 2>/dev/null; }
+for _ in $(seq 200); do scrape && grep -q "pid=\"$hpid\"" "$TMP/host.metrics" && break; sleep 0.05; done
 parser=$(parser_of "$mt")
 t0=$(date +%s%N)
 [ -n "$parser" ] && kill -KILL "$parser"
-for _ in $(seq 100); do kill -0 "$mt" 2>/dev/null || break; sleep 0.05; done
+back=""
+for _ in $(seq 80); do
+	if scrape && grep -q '^memtraced_parser_restarts_total 1$' "$TMP/host.metrics" &&
+		grep -q "pid=\"$hpid\"" "$TMP/host.metrics"; then back=1; break; fi
+	sleep 0.025
+done
 t1=$(date +%s%N)
+ms=$(( (t1 - t0) / 1000000 ))
+new=$(parser_of "$mt")
+if [ -n "$parser" ] && [ -n "$back" ] && [ "$ms" -le 2000 ] && [ -n "$new" ] && [ "$new" != "$parser" ] &&
+	grep -q 'the unprivileged parser is gone (killed by signal 9 (Killed)): starting a new one' "$TMP/host.err"; then
+	pass privsep_host_parser_killed_restarted
+else fail privsep_host_parser_killed_restarted "parser '$parser' -> '$new', scrape back: '${back}' after $ms ms: $(grep -m2 -E 'parser|error' "$TMP/host.err" | tr '\n' ' ')"; fi
+n=$(grep -c "PID $hpid (.*) traced" "$TMP/host.err")
+check privsep_host_process_traced_anew test "$n" = 2
+samples() { scrape && awk -v p="pid=\"$hpid\"" 'index($0, "memtraced_samples_total{") == 1 && index($0, p) { print $2 }' "$TMP/host.metrics"; }
+got=""
+for _ in $(seq 60); do got=$(samples); [ -n "$got" ] && [ "$got" -gt 0 ] && break; sleep 0.1; done
+check privsep_host_samples_after_restart test "${got:-0}" -gt 0
+kill -0 "$mt" 2>/dev/null && pass privsep_host_daemon_lives || fail privsep_host_daemon_lives "memtraced exited: $(tail -n 2 "$TMP/host.err" | tr '\n' ' ')"
+kill -INT "$mt"; wait $mt
+
+# ---- a parser that dies again and again (SIGSYS, a test-only hook: after 20 unwinds it makes
+# a socket): restarted with backoff, then, at the 6th death within 60 s, memtraced stops with
+# status 1 so that its service manager restarts it; every death says why
+MEMTRACED_TEST_PARSER_SYSCALL=20 "$MT" --match hostsvc --rate 1e-2 --listen "127.0.0.1:$(free_port)" -o none -d 90 \
+	2>"$TMP/deaths.err" & mt=$!
+for _ in $(seq 600); do kill -0 "$mt" 2>/dev/null || break; sleep 0.05; done
 wait $mt; rc=$?
-if [ -n "$parser" ] && [ $rc = 1 ] && [ $(( (t1 - t0) / 1000000 )) -le 2000 ] &&
-	grep -q 'the unprivileged parser is gone (killed by signal 9' "$TMP/host.err"; then
-	pass privsep_host_parser_killed_exits_1
-else fail privsep_host_parser_killed_exits_1 "parser '${parser}', exit $rc after $(( (t1 - t0) / 1000000 )) ms: $(grep -m1 -E 'parser|error' "$TMP/host.err")"; fi
+n=$(grep -c 'warning: the unprivileged parser is gone (killed by SIGSYS.*: starting a new one' "$TMP/deaths.err")
+if [ "$rc" = 1 ] && [ "$n" = 5 ] && grep -q 'gone (killed by SIGSYS.*), 6 times in 60 s: stopping with status 1' "$TMP/deaths.err" &&
+	[ "$(grep -c 'forbidden system call: socket' "$TMP/deaths.err")" = 6 ]; then
+	pass privsep_host_parser_deaths_exit_1
+else fail privsep_host_parser_deaths_exit_1 "exit $rc, $n restarts said: $(grep -m3 -E 'parser|error' "$TMP/deaths.err" | tr '\n' ' ')"; fi
 kill -0 "$hpid" 2>/dev/null && pass privsep_host_target_lives || fail privsep_host_target_lives "the traced program is gone"
-touch "$TMP/host/stop"; wait $hpid || true # (sites wait exits 3)
+touch "$TMP/host/stop"; wait $hpid || true

@@ -172,7 +172,7 @@ void targets_publish(struct targets *ts)
 	if (plen >= page_cap) plen = page_cap - 1;
 	struct metrics_daemon d = {.processes = (uint64_t)k, .attach_failures = ts->attach_failures,
 		.refused_max_processes = ts->refused_max_processes,
-		.snapshot_failures = ts->snapshot_failures,
+		.snapshot_failures = ts->snapshot_failures, .parser_restarts = ts->parser_restarts,
 		.version = MEMTRACED_VERSION, .kernel = kernel_features()->release};
 	enum tracer_mode mode;
 	char e[256];

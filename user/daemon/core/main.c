@@ -26,6 +26,7 @@
 #include "cli.h"
 #include "parser/parser.h"
 #include "parser/rstacks.h"
+#include "process/loop_wake.h"
 #include "protocol/protocol.h"
 #include "common/msg.h"
 #include "output/trace_out.h"
@@ -34,16 +35,25 @@
 #include "tracer/tracer.h"
 #include "tracer/kernel_probe.h"
 
+/* The loop's longest sleep: records, lifecycle events, held processes, exits and the
+ * parser's death wake it at once; a profile asked over HTTP (the parser's want ring has no
+ * file descriptor) waits at most this, as do ticks and snapshots. */
 #define POLL_MS 100
-#define MIN_POLL_MS 10
-#define SERVE_POLL_MS 20 /* --listen: a profile request waits at most about this for the loop */
 
 static volatile sig_atomic_t stop_signal;
 static volatile sig_atomic_t snapshot_requested;
 
-static void on_stop_signal(int sig) { stop_signal = sig; }
+static void on_stop_signal(int sig)
+{
+	stop_signal = sig;
+	loop_wake(); /* one that came just before the loop's wait began */
+}
 /* Only a flag: the main loop writes the snapshot (never from a signal handler). */
-static void on_snapshot_signal(int sig) { snapshot_requested = 1; }
+static void on_snapshot_signal(int sig)
+{
+	snapshot_requested = 1;
+	loop_wake();
+}
 
 static void install_signals(void)
 {
@@ -212,30 +222,28 @@ static bool hold_waiting(const struct targets *ts)
 	return false;
 }
 
-/* One round: polls each active target, finishes those that exited or failed. */
+/* One round: takes what each active target's queue holds (no wait), finishes those that
+ * exited or failed, then, if none had anything, waits once for the next record, lifecycle
+ * event or held process (loop_wake.h): a pass no longer waits on each process in turn. */
 static void poll_targets(struct targets *ts, struct status_view **view, bool *cmd_exited,
 			 int *wstatus)
 {
-	int nactive = targets_count_active(ts);
-	int poll_ms = ts->o->listen ? SERVE_POLL_MS : POLL_MS;
-	if (nactive == 0) { /* --match, --cgroup: none traced now; their execs are awaited */
-		usleep(poll_ms * 1000);
-		return;
-	}
-	int slice = poll_ms / nactive < MIN_POLL_MS ? MIN_POLL_MS : poll_ms / nactive;
-	if (hold_waiting(ts)) slice = 1; /* its lifecycle event may still be on its way */
 	bool polled = false;
 	for (int i = 0; i < ts->n; i++) {
 		struct target *t = ts->t[i];
 		if (!t->active) continue;
-		if (polled && hold_waiting(ts)) break;
+		if (polled && hold_waiting(ts)) return; /* it goes first; the others' turn comes next */
 		polled = true;
 		bool ended = false;
 		enum finish_why why = FINISH_EXIT;
-		if (session_poll(t->s, slice) < 0 && !stop_signal) {
+		/* a process with a pidfd is looked at when the wait saw it readable (a poll each
+		 * per pass was most of the cost of 64 idle processes) */
+		bool look = t->pidfd < 0 || t->our_child || t->exit_seen;
+		t->exit_seen = false;
+		if (session_poll(t->s, 0) < 0 && !stop_signal) {
 			ended = true;
 			why = FINISH_ERROR;
-		} else if (target_has_exited(ts, t, wstatus)) {
+		} else if (look && target_has_exited(ts, t, wstatus)) {
 			ended = true;
 			*cmd_exited = *cmd_exited || t->our_child;
 		}
@@ -247,6 +255,15 @@ static void poll_targets(struct targets *ts, struct status_view **view, bool *cm
 		target_finish(ts, t, why, NULL);
 		if (ts->lc) lifecycle_unwatch(ts->lc, t->pid);
 	}
+	if (hold_waiting(ts)) return;
+	int fds[ts->n + 2];
+	bool ready[ts->n + 2];
+	fds[0] = lifecycle_fd(ts->lc);
+	fds[1] = parser_gone() ? -1 : parser_pidfd(); /* its death is seen at once */
+	for (int i = 0; i < ts->n; i++) /* readable at its exit */
+		fds[2 + i] = ts->t[i]->active && !ts->t[i]->our_child ? ts->t[i]->pidfd : -1;
+	loop_wait(fds, ts->n + 2, POLL_MS, ready);
+	for (int i = 0; i < ts->n; i++) ts->t[i]->exit_seen = ready[2 + i];
 }
 
 /* Should tracing of every target end now (signal, --duration, 'q' in --top)? */
@@ -289,6 +306,49 @@ static void snapshots_if_due(struct targets *ts, uint64_t interval_ns, uint64_t 
 	}
 }
 
+/* A host service whose parser died served nothing more, for ever (issue 36). Its sessions
+ * end (their unwinders were the parser's), a new parser starts, is handed the listening socket
+ * again, and every selected process is traced anew. More than PARSER_MAX_RESTARTS deaths in
+ * PARSER_RESTART_WINDOW_S: it stops with status 1, and its service manager restarts it
+ * (Restart=on-failure). Returns whether tracing goes on. */
+#define PARSER_MAX_RESTARTS 5
+#define PARSER_RESTART_WINDOW_S 60
+static bool parser_comes_back(struct targets *ts, struct status_view **view, const char *gone)
+{
+	static uint64_t deaths[PARSER_MAX_RESTARTS]; /* the last ones */
+	static unsigned ndeaths;
+	uint64_t now = trace_out_mono_now_ns();
+	int recent = 0;
+	for (unsigned i = 0; i < ndeaths && i < PARSER_MAX_RESTARTS; i++)
+		recent += now - deaths[i] < PARSER_RESTART_WINDOW_S * 1000000000ULL;
+	for (int i = 0; i < ts->n; i++) target_finish(ts, ts->t[i], FINISH_PARSER_DIED, NULL);
+	if (recent >= PARSER_MAX_RESTARTS) {
+		status_close(*view);
+		*view = NULL;
+		msg_error("the unprivileged parser is gone (%s), %d times in %d s: stopping with "
+			  "status 1 (a service manager restarts memtraced: Restart=on-failure)", gone,
+			  recent + 1, PARSER_RESTART_WINDOW_S);
+		return false;
+	}
+	deaths[ndeaths++ % PARSER_MAX_RESTARTS] = now;
+	msg_warn("the unprivileged parser is gone (%s): starting a new one%s", gone,
+		 recent ? " after a pause" : "");
+	if (ts->lc)
+		for (int i = 0; i < ts->n; i++) lifecycle_unwatch(ts->lc, ts->t[i]->pid);
+	bool ok = true;
+	targets_drop_finished(ts, &ok);
+	if (recent) usleep(100000u << (recent - 1)); /* 0.1, 0.2, 0.4, 0.8 s: a parser that dies at once */
+	char err[512] = "";
+	if (parser_restart(err, sizeof err) < 0 || parser_relisten(err, sizeof err) < 0) {
+		msg_error("cannot start a new parser: %s: stopping with status 1", err);
+		return false;
+	}
+	ts->parser_restarts++;
+	rstacks_set_python_mode(ts->o->python);
+	targets_select_running(ts);
+	return true;
+}
+
 /* Traces until every target is finished. Returns whether every trace was written completely. */
 static bool trace_until_done(struct targets *ts, struct status_view *view, bool *cmd_exited,
 			     int *wstatus)
@@ -303,15 +363,8 @@ static bool trace_until_done(struct targets *ts, struct status_view *view, bool 
 		poll_targets(ts, &view, cmd_exited, wstatus);
 		targets_follow_lifecycle(ts);
 		targets_drop_finished(ts, &all_ok);
-		/* A host service whose parser died served nothing more, for ever (issue 36): it
-		 * stops at once with status 1, and its service manager restarts it. */
 		const char *gone = selecting ? parser_gone() : NULL;
-		if (gone) {
-			status_close(view);
-			view = NULL;
-			msg_error("the unprivileged parser is gone (%s): stopping with status 1 (a service "
-				  "manager restarts memtraced: Restart=on-failure)", gone);
-			for (int i = 0; i < ts->n; i++) target_finish(ts, ts->t[i], FINISH_ERROR, NULL);
+		if (gone && !parser_comes_back(ts, &view, gone)) {
 			all_ok = false;
 			break;
 		}

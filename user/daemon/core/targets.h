@@ -29,6 +29,7 @@ struct target {
 	bool snap_failing;    /* its last snapshot failed: said once, until one is written again */
 	struct session *s;
 	int pidfd;
+	bool exit_seen;           /* the main loop's wait saw pidfd readable */
 	bool active;    /* session open and not finished */
 	bool ok;        /* trace (if any) written completely */
 	bool our_child; /* -- CMD: reaped through the exit watch or waitpid */
@@ -72,11 +73,12 @@ struct targets {
 	uint64_t selected_traced;        /* selected processes traced (--match, --cgroup) */
 	uint64_t snapshot_failures;      /* snapshots not written, of every process (--listen) */
 	uint64_t refused_max_processes;  /* selected processes not traced: --max-processes reached */
+	uint64_t parser_restarts;        /* the parser died and was started again (--match, --cgroup) */
 };
 
 /* Why tracing of a target ends (the message and the summary follow from it). */
 enum finish_why { FINISH_EXIT, FINISH_SIGNAL, FINISH_DURATION, FINISH_QUIT, FINISH_EXEC,
-		  FINISH_ERROR };
+		  FINISH_ERROR, FINISH_PARSER_DIED };
 
 /* A new target for pid (-1: not known yet), NULL when out of memory. */
 struct target *targets_add(struct targets *ts, pid_t pid);

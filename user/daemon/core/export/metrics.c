@@ -152,6 +152,9 @@ char *metrics_render(const struct metrics_proc *p, size_t n, const struct metric
 	family(&o, "memtraced_snapshot_failures_total", "counter",
 	       "Heap snapshots that could not be written (a full disk, a removed directory...).");
 	put(&o, "memtraced_snapshot_failures_total %llu\n", (unsigned long long)d->snapshot_failures);
+	family(&o, "memtraced_parser_restarts_total", "counter",
+	       "Times the unprivileged parser died and was started again (every process traced anew).");
+	put(&o, "memtraced_parser_restarts_total %llu\n", (unsigned long long)d->parser_restarts);
 	if (d->ringbuf_fill >= 0) {
 		family(&o, "memtraced_ringbuf_fill_ratio", "gauge",
 		       "How full the fullest BPF ring buffer is, 0 to 1.");

@@ -32,6 +32,7 @@ struct metrics_daemon {
 	uint64_t attach_failures;  /* processes selected or named that could not be traced */
 	uint64_t refused_max_processes; /* selected processes left untraced by --max-processes */
 	uint64_t snapshot_failures; /* snapshots that could not be written (a full disk...) */
+	uint64_t parser_restarts;  /* the unprivileged parser died and was started again */
 	double cpu_seconds;        /* memtraced's user + system time, its parser's included */
 	uint64_t resident_bytes;   /* the daemon's and its parser's together */
 	double ringbuf_fill;       /* the fullest ring buffer's fill, 0 .. 1; < 0: not known (left out) */

@@ -42,10 +42,12 @@ static struct {
 	size_t npids, cap;
 	char gone[256];
 	_Atomic bool is_gone;
+	bool serving_http;    /* as started: a restart starts it so again */
 } P = {.pid = -1, .ctl = -1, .pidfd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 bool parser_started(void) { return P.pid > 0; }
 pid_t parser_pid(void) { return P.pid; }
+int parser_pidfd(void) { return P.pidfd; }
 
 void parser_allow_pid(pid_t pid)
 {
@@ -224,6 +226,7 @@ int parser_start(bool serving_http, char *err, size_t errlen)
 	close(sv[1]);
 	P.pid = pid;
 	P.daemon = daemon;
+	P.serving_http = serving_http;
 	P.ctl = sv[0];
 	P.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	int nfd = recv_ready(P.ctl, err, errlen);
@@ -492,4 +495,37 @@ int psites_added(pid_t pid, const struct alloc_sites *have, struct alloc_sites *
 		 char *err, size_t errlen)
 {
 	return sites_rpc(PQ_SITES_ADDED, pid, NULL, have, added, err, errlen);
+}
+
+/* ---- restart ---- */
+
+int parser_restart(char *err, size_t errlen)
+{
+	if (getpid() != P.daemon) {
+		snprintf(err, errlen, "not the daemon");
+		return -1;
+	}
+	if (P.pid > 0) { /* reaped (a zombie no more), its broker ended */
+		pthread_mutex_lock(&P.lock);
+		if (P.ctl >= 0) close(P.ctl);
+		P.ctl = -1;
+		pthread_mutex_unlock(&P.lock);
+		kill(P.pid, SIGKILL);
+		waitpid(P.pid, NULL, 0);
+		broker_stop(P.broker);
+		P.broker = NULL;
+		if (P.pidfd >= 0) close(P.pidfd);
+		P.pidfd = -1;
+		P.pid = -1;
+	}
+	pthread_mutex_lock(&sites_lock); /* the old parser's channel is broken for good */
+	pchan_close(sites_chan);
+	sites_chan = NULL;
+	pthread_mutex_unlock(&sites_lock);
+	pthread_mutex_lock(&P.lock);
+	P.npids = 0; /* the new one may read the files of the processes asked about anew */
+	P.gone[0] = '\0';
+	atomic_store(&P.is_gone, false);
+	pthread_mutex_unlock(&P.lock);
+	return parser_start(P.serving_http, err, errlen);
 }

@@ -25,10 +25,17 @@ void parser_set_exe(const char *path);
 int parser_start(bool serving_http, char *err, size_t errlen);
 bool parser_started(void);
 pid_t parser_pid(void);
+/* Readable once the parser has exited, or -1. */
+int parser_pidfd(void);
 /* Why the parser is gone ("killed by SIGSYS: ..."), or NULL while it runs (or never ran). */
 const char *parser_gone(void);
 /* Ends it (at exit). */
 void parser_stop(void);
+/* A dead parser reaped and a new one started (as parser_start did, its broker new, no process
+ * allowed yet). Every channel of the old one is broken: sessions that used one are finished
+ * first. The HTTP server is handed its socket again by parser_relisten. 0, or -1 with a
+ * message. */
+int parser_restart(char *err, size_t errlen);
 
 /* The daemon's end of a channel. */
 struct pchan {
@@ -54,9 +61,13 @@ int pchan_recv(struct pchan *c, void *buf, size_t cap, size_t *len, uint32_t wan
 int pchan_try_recv(struct pchan *c, void *buf, size_t cap, size_t *len);
 /* The parser sent what it must not (why): it is killed, c is broken. */
 void pchan_break(struct pchan *c, const char *why);
-/* --listen: hands the listening socket fd to the parser's HTTP server (and closes ours);
+/* --listen: hands the listening socket fd to the parser's HTTP server (fd is kept for a
+ * restarted parser, never accepted on);
  * token (non-NULL with --listen-token): every request must carry it. */
 int parser_listen(int fd, const char *token, char *err, size_t errlen);
+/* After parser_restart: the same socket (kept by the daemon, which never accepts on it:
+ * clients queue in its backlog meanwhile) and token to the new parser. */
+int parser_relisten(char *err, size_t errlen);
 /* Publishes a document the server serves at path (publish.c): 0, or -1 when it cannot now. */
 int parser_publish(const char *path, const char *type, const void *bytes, size_t len);
 /* --listen's profiles: the next request for one the parser's server holds (0: none now, -1:

@@ -12,7 +12,13 @@
 
 static struct pchan *pub_chan;
 
-int parser_listen(int fd, const char *token, char *err, size_t errlen)
+/* Kept for a restarted parser (parser_relisten): the socket (the daemon never accepts on it)
+ * and the token. */
+static int kept_fd = -1;
+static char kept_token[PARSER_TOKEN_MAX + 1];
+static bool have_token;
+
+static int hand_over(int fd, const char *token, char *err, size_t errlen)
 {
 	if (token) { /* first: the server starts with it (a memfd: bytes, not a name) */
 		int t = memfd_create("memtraced-token", MFD_CLOEXEC);
@@ -22,7 +28,6 @@ int parser_listen(int fd, const char *token, char *err, size_t errlen)
 		if (t >= 0) close(t);
 		if (!sent) {
 			snprintf(err, errlen, "cannot hand the token to the parser");
-			close(fd);
 			return -1;
 		}
 	}
@@ -30,8 +35,32 @@ int parser_listen(int fd, const char *token, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot hand the listening socket to the parser");
 		return -1;
 	}
-	close(fd); /* the parser's now: the daemon holds no socket a client reaches */
 	return 0;
+}
+
+int parser_listen(int fd, const char *token, char *err, size_t errlen)
+{
+	if (token && strlen(token) > PARSER_TOKEN_MAX) {
+		snprintf(err, errlen, "the token is too long");
+		close(fd);
+		return -1;
+	}
+	if (hand_over(fd, token, err, errlen) < 0) {
+		close(fd);
+		return -1;
+	}
+	kept_fd = fd;
+	have_token = token != NULL;
+	if (token) snprintf(kept_token, sizeof kept_token, "%s", token);
+	return 0;
+}
+
+int parser_relisten(char *err, size_t errlen)
+{
+	pchan_close(pub_chan); /* the old parser's: broken */
+	pub_chan = NULL;
+	if (kept_fd < 0) return 0; /* not serving */
+	return hand_over(kept_fd, have_token ? kept_token : NULL, err, errlen);
 }
 
 int parser_publish(const char *path, const char *type, const void *bytes, size_t len)

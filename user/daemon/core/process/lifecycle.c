@@ -119,6 +119,11 @@ struct lifecycle *lifecycle_open(bool follow_forks, bool all_execs, char *note, 
 
 bool lifecycle_uses_bpf(const struct lifecycle *lc) { return lc && lc->skel; }
 
+int lifecycle_fd(const struct lifecycle *lc)
+{
+	return lc && lc->rb ? ring_buffer__epoll_fd(lc->rb) : -1;
+}
+
 static struct watched *find(struct lifecycle *lc, pid_t pid)
 {
 	for (int i = 0; i < lc->nw; i++)

@@ -34,6 +34,8 @@ struct lifecycle;
  * the exec of every process is an event (--match, --cgroup; the BPF watcher only). */
 struct lifecycle *lifecycle_open(bool follow_forks, bool all_execs, char *note, size_t notelen);
 bool lifecycle_uses_bpf(const struct lifecycle *lc);
+/* Readable when BPF events wait (for the main loop's one wait), or -1 (/proc fallback). */
+int lifecycle_fd(const struct lifecycle *lc);
 /* Starts (or after an exec, renews) watching pid. A process without ld.so (static) gets no
  * dlopen probe: *note says so. Returns 0, or -1 with a message. */
 int lifecycle_watch(struct lifecycle *lc, pid_t pid, char *note, size_t notelen);

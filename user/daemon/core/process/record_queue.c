@@ -1,5 +1,6 @@
 /* A bounded FIFO of copied tracer records (see record_queue.h). */
 #include "record_queue.h"
+#include "loop_wake.h"
 #include "python_frames.h"
 #include "common/deadline.h"
 
@@ -53,6 +54,7 @@ void rq_kick_all(void)
 		pthread_mutex_unlock(&q->lock);
 	}
 	pthread_mutex_unlock(&queues_lock);
+	loop_wake();
 }
 
 void rq_free_items(struct rq_item *list)
@@ -99,6 +101,7 @@ static int push(struct record_queue *q, struct rq_item *it, size_t size)
 	while (!q->closed && q->bytes > 0 && q->bytes + size > q->max_bytes)
 		pthread_cond_wait(&q->not_full, &q->lock);
 	it->next = NULL;
+	bool was_empty = !q->head;
 	if (q->tail) q->tail->next = it;
 	else q->head = it;
 	q->tail = it;
@@ -106,6 +109,8 @@ static int push(struct record_queue *q, struct rq_item *it, size_t size)
 	if (q->bytes > q->high_water) q->high_water = q->bytes;
 	pthread_cond_signal(&q->not_empty);
 	pthread_mutex_unlock(&q->lock);
+	/* the main loop takes every queue empty before it waits: one wake per batch */
+	if (was_empty) loop_wake();
 	return 0;
 }
 
@@ -151,6 +156,7 @@ void rq_close(struct record_queue *q)
 	pthread_cond_broadcast(&q->not_empty);
 	pthread_cond_broadcast(&q->not_full);
 	pthread_mutex_unlock(&q->lock);
+	loop_wake();
 }
 
 struct rq_item *rq_take_all(struct record_queue *q, int timeout_ms, bool *closed)

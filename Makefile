@@ -4,8 +4,8 @@
 # Layout (sources are picked up by pattern, so adding a file needs no Makefile change):
 #   user/format/*.c   -> build/libmemtrace.a   the memtrace format library (pure C, no BPF)
 #   user/tools/X.c    -> build/bin/X           trace tools (link libmemtrace.a only)
-#   user/daemon/core/*.c and core/ROOM/*.c (+ shared/)
-#                     -> build/bin/memtraced   the privileged tracer (core/main.c has main())
+#   user/daemon/core/ROOM/*.c (+ shared/)
+#                     -> build/bin/memtraced   the privileged tracer (core/entry/main.c has main())
 #   user/daemon/parse/*.c and parse/ROOM/*.c (+ shared/)
 #                     -> build/bin/memtraced-parse  the unprivileged parser it starts
 #                                              (parse/main.c); each side sees only its own
@@ -48,7 +48,7 @@ FMT_SRCS    := $(wildcard user/format/*.c)
 FMT_OBJS    := $(FMT_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/profile.pb-c.o
 TOOL_SRCS   := $(wildcard user/tools/*.c)
 TOOLS       := $(TOOL_SRCS:user/tools/%.c=$(BUILD)/bin/%)
-CORE_SRCS   := $(filter-out user/daemon/core/main.c,$(wildcard user/daemon/core/*.c user/daemon/core/*/*.c))
+CORE_SRCS   := $(filter-out user/daemon/core/entry/main.c,$(wildcard user/daemon/core/*.c user/daemon/core/*/*.c))
 PARSE_SRCS  := $(filter-out user/daemon/parse/main.c,$(wildcard user/daemon/parse/*.c user/daemon/parse/*/*.c))
 SHARED_SRCS := $(wildcard user/daemon/shared/*/*.c)
 DAEMON_SRCS := $(CORE_SRCS) $(PARSE_SRCS) $(SHARED_SRCS)
@@ -68,7 +68,7 @@ TARGET_SRCS := $(wildcard tests/targets/*.c)
 TARGETS     := $(TARGET_SRCS:tests/targets/%.c=$(BUILD)/tests/targets/%)
 FUZZ_SRCS   := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZERS     := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
-HAVE_DAEMON := $(wildcard user/daemon/core/main.c)
+HAVE_DAEMON := $(wildcard user/daemon/core/entry/main.c)
 MEMTRACED   := $(if $(HAVE_DAEMON),$(BUILD)/bin/memtraced $(BUILD)/bin/memtraced-parse)
 
 .PHONY: all test fuzz bench demo deps install clean
@@ -93,7 +93,7 @@ $(BUILD)/bin/%: $(BUILD)/obj/user/tools/%.o $(BUILD)/libmemtrace.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_FMT)
 
 # The two programs link their own side's objects and shared/ only (tests/test_layout.sh).
-$(BUILD)/bin/memtraced: $(BUILD)/obj/user/daemon/core/main.o $(CORE_SRCS:%.c=$(BUILD)/obj/%.o) $(SHARED_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/libmemtrace.a
+$(BUILD)/bin/memtraced: $(BUILD)/obj/user/daemon/core/entry/main.o $(CORE_SRCS:%.c=$(BUILD)/obj/%.o) $(SHARED_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/libmemtrace.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_CORE)
 $(BUILD)/bin/memtraced-parse: $(BUILD)/obj/user/daemon/parse/main.o $(PARSE_SRCS:%.c=$(BUILD)/obj/%.o) $(SHARED_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/libmemtrace.a
@@ -227,7 +227,7 @@ clean:
 #   DEPS_TRACER  build and run memtraced and the trace tools the demo uses (`make demo`)
 #   DEPS_TEST    everything else `make` builds (C++ and allocator workloads,
 #                Rust workloads, sanitizers, fuzzing) and what the tests run against (chromium,
-#                go tool pprof, node, tmux, the alternative allocators, gdb, prometheus,
+#                go tool pprof, node, tmux, the alternative allocators, gdb, prometheus, nginx and redis,
 #                qemu and an initramfs's tools for the kernel matrix: tests/test_kernels.sh)
 #   DEPS_BENCH   the tools the benchmarks compare with (bcc's memleak, heaptrack, redis)
 DEPS_TRACER := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libcapstone-dev \
@@ -236,7 +236,7 @@ DEPS_TRACER := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libca
 DEPS_TEST   := g++ procps python3 python3.11 debuginfod gdb cargo rustc libclang-rt-14-dev chromium \
                golang-go nodejs tmux libjemalloc2 libjemalloc-dev libtcmalloc-minimal4 \
                libmimalloc2.0 python3-prometheus-client util-linux curl prometheus systemd \
-               qemu-system-x86 busybox-static cpio kmod
+               qemu-system-x86 busybox-static cpio kmod nginx redis-server redis-tools
 DEPS_BENCH  := bpfcc-tools python3-bpfcc linux-headers-amd64 heaptrack redis-server redis-tools \
                time util-linux
 DEPS := $(DEPS_TRACER) $(DEPS_TEST)

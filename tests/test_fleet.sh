@@ -28,6 +28,7 @@ check fleet_unit_names_the_binary grep -q "^ExecStart=$TMP/prefix/bin/memtraced 
 check fleet_unit_hardened grep -q '^ProtectSystem=strict' "$UNIT"
 check fleet_unit_state_directory grep -q '^StateDirectory=memtraced' "$UNIT"
 check fleet_unit_restarts grep -q '^Restart=on-failure' "$UNIT"
+check fleet_unit_notify_watchdog test "$(grep -c -E '^(Type=notify|WatchdogSec=[0-9]+s)$' "$UNIT")" = 2
 systemd-analyze verify --man=no "$UNIT" >"$TMP/verify.out" 2>&1
 rc=$?
 check fleet_unit_verifies test "$rc" = 0 -a ! -s "$TMP/verify.out"
@@ -65,6 +66,17 @@ groups=$(sed -n 's/^SystemCallFilter=~//p' "$UNIT")
 denied=$(systemd-analyze syscall-filter --no-pager $groups | grep -E '^    [a-z_0-9]+$' | tr -d ' ' | tr '\n' ' ')
 check fleet_filter_has_calls test "$(wc -w <<<"$denied")" -ge 40
 P=$(free_port)
+# systemd's notification socket (Type=notify, WatchdogSec=): what memtraced says there
+python3 - "$TMP/notify.sock" "$TMP/notify.log" <<'PYEOF' &
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+with open(sys.argv[2], "a", buffering=1) as f:
+    while True:
+        f.write(s.recv(4096).decode().replace("\n", " ") + "\n")
+PYEOF
+notifier=$!
+for _ in $(seq 50); do [ -S "$TMP/notify.sock" ] && break; sleep 0.1; done
 exec_line=$(sed -n 's/^ExecStart=//p' "$UNIT")
 (
 	set -a
@@ -72,6 +84,7 @@ exec_line=$(sed -n 's/^ExecStart=//p' "$UNIT")
 	set +a
 	MEMTRACED_SELECT="--match fleetsvc"  # the shipped file selects redis-server
 	MEMTRACED_LISTEN=127.0.0.1:$P
+	export NOTIFY_SOCKET=$TMP/notify.sock WATCHDOG_USEC=1000000 # WatchdogSec=1s
 	cmd=${exec_line//%S/$TMP/state}
 	cmd=${cmd//\$\{MEMTRACED_LISTEN\}/$MEMTRACED_LISTEN}
 	# $MEMTRACED_SELECT and $MEMTRACED_OPTS split on white space, as systemd does
@@ -87,10 +100,15 @@ for _ in $(seq 50); do
 	[ "${samples:-0}" -gt 0 ] && break; sleep 0.1
 done
 check fleet_service_samples_when_confined test "${samples:-0}" -gt 0
-sleep 1
+sleep 2
+check fleet_notify_ready grep -q '^READY=1 STATUS=tracing 1 process$' "$TMP/notify.log"
+check fleet_notify_watchdog test "$(grep -c '^WATCHDOG=1$' "$TMP/notify.log")" -ge 3
+check fleet_notify_not_inherited_by_parser test -z "$(tr '\0' '\n' <"/proc/$(parser_of "$svc")/environ" 2>/dev/null | grep NOTIFY_SOCKET)"
 kill -TERM "$svc"
 wait "$svc"
 check fleet_service_stops_cleanly test $? = 0
+check fleet_notify_stopping grep -q '^STOPPING=1$' "$TMP/notify.log"
+kill "$notifier" 2>/dev/null
 check fleet_final_snapshot_in_state_dir test -n "$(ls "$TMP/state/memtraced/" | grep "memtrace-$t-.*\.ctf")"
 touch "$TMP/w/stop"
 wait 2>/dev/null

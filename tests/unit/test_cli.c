@@ -1,6 +1,6 @@
-/* Unit tests of memtraced's command line (user/daemon/core/cli.c). */
+/* Unit tests of memtraced's command line (user/daemon/core/options/cli.c). */
 #include "check.h"
-#include "cli.h"
+#include "options/cli.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -13,7 +13,7 @@
 #include "sites/allocsyms.h"
 #include "check.h"
 #include "with_parser.h"
-#include "cli.h"
+#include "options/cli.h"
 #include "process/lifecycle.h"
 
 static void test_exec_names(void)

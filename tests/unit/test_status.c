@@ -1,7 +1,7 @@
-/* The live view's table logic (user/daemon/core/status.h): live counters of contexts grouped by
+/* The live view's table logic (user/daemon/core/entry/status.h): live counters of contexts grouped by
  * their leaf site or function, merged across tries, largest first; byte formatting. */
 #include "check.h"
-#include "status.h"
+#include "entry/status.h"
 #include "model/trie.h"
 
 #include <stdlib.h>

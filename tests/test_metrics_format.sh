@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The /metrics exposition memtraced renders (core/export/metrics.h), read by Prometheus's own
 # Python client parser (Debian's python3-prometheus-client): every family parses, with its type,
-# and the samples carry the values and the labels (an odd process name included) as rendered.
+# and the samples carry the values and the labels (an odd process name included) as rendered;
+# promtool check metrics has nothing to say.
 source "$(dirname "$0")/lib/test.sh"
 
 UNIT=$TOP/$BUILD/tests/unit/test_metrics
@@ -31,3 +32,12 @@ check metrics_format_odd_name_round_trips grep -q -F "comm='we\"ird\\\\na\\nme'"
 check metrics_format_drop_reasons test "$(grep -c '^memtraced_dropped_samples counter' "$TMP/parsed.txt")" = 6
 check metrics_format_process_metrics grep -q -F "process_resident_memory_bytes gauge process_resident_memory_bytes  41943040.0" "$TMP/parsed.txt"
 check metrics_format_build_info grep -q -F "memtraced_build_info gauge memtraced_build_info attach_mode='perf',kernel='6.1.0-57-amd64',version='0.1' 1.0" "$TMP/parsed.txt"
+# Prometheus's own linter (promtool, Debian's prometheus): no finding (names, units, HELP, TYPE)
+if command -v promtool >/dev/null; then
+	promtool check metrics <"$TMP/metrics.txt" >"$TMP/promtool.out" 2>&1
+	rc=$?
+	check metrics_format_promtool_clean test "$rc" = 0 -a ! -s "$TMP/promtool.out"
+	[ -s "$TMP/promtool.out" ] && sed 's/^/# /' "$TMP/promtool.out"
+else
+	fail metrics_format_promtool_clean "promtool is missing (make deps installs prometheus)"
+fi

@@ -63,6 +63,11 @@ check serve_ringbuf_fill test -n "$fill" -a "$(awk -v f="${fill:-2}" 'BEGIN { pr
 curl -s "$URL/" >"$TMP/index.html"
 check serve_index_lists_processes grep -q "<td>$a</td>" "$TMP/index.html"
 check serve_index_links_profiles grep -q "href=\"/debug/pprof/heap?pid=$a\"" "$TMP/index.html"
+# what an operator reads there: version, kernel, uptime, counts; each process's arguments,
+# sizes in units, samples and drops
+check serve_index_says_version grep -q "<p>memtraced [0-9][^ ]* on Linux $(uname -r) (.* probes), up 0 h 00 min. 2 processes traced; 0 refused" "$TMP/index.html"
+check serve_index_shows_arguments grep -q "<small>$TMP/served wait $TMP/w1</small>" "$TMP/index.html"
+check serve_index_sizes_in_units grep -q -E "<td>[0-9.]+ (B|KiB|MiB|GiB)</td><td>[0-9.]+ (B|KiB|MiB|GiB)</td><td>[0-9]+</td><td>0</td>" "$TMP/index.html"
 check serve_404 test "$(curl -s -o /dev/null -w '%{http_code}' "$URL/nope")" = 404
 check serve_post_refused test "$(curl -s -o /dev/null -w '%{http_code}' -X POST --data-binary x "$URL/metrics")" = 405
 check serve_body_refused test "$(curl -s -o /dev/null -w '%{http_code}' -X GET --data-binary xyz "$URL/metrics")" = 413
@@ -105,5 +110,15 @@ wait 2>/dev/null
 "$MT" --match x --snapshot-dir "$TMP/s2" --listen 0.0.0.0:"$P" >/dev/null 2>"$TMP/pub.err"
 check serve_public_needs_flag test $? = 2
 check serve_public_says_why grep -q "not a loopback address" "$TMP/pub.err"
+# IPv6: [::1]:PORT serves as 127.0.0.1 does; [::]:PORT is public
+P6=$(free_port)
+"$MT" --match served --snapshot-dir "$TMP/s6" --listen "[::1]:$P6" -d 3 >/dev/null 2>"$TMP/v6.err" &
+m6=$!
+got=""
+for _ in $(seq 40); do got=$(curl -s -g "http://[::1]:$P6/metrics" | grep -c '^memtraced_build_info'); [ "$got" = 1 ] && break; sleep 0.1; done
+check serve_ipv6_loopback test "$got" = 1
+wait "$m6"
+"$MT" --match x --snapshot-dir "$TMP/s2" --listen "[::]:$P" >/dev/null 2>"$TMP/pub6.err"
+check serve_ipv6_public_needs_flag grep -q "not a loopback address" "$TMP/pub6.err"
 "$MT" --match x --snapshot-dir "$TMP/s2" --listen nonsense >/dev/null 2>"$TMP/bad.err"
 check serve_bad_spec_refused test $? = 2

@@ -96,6 +96,32 @@ static void comm_of(pid_t pid, char out[64])
 	if (!door_proc_line(pid, "comm", out, 64)) snprintf(out, 64, "?");
 }
 
+/* t's command line (its arguments: a port, a config file) into t->args, once. */
+static void read_args(struct target *t)
+{
+	if (t->args[0]) return;
+	snprintf(t->args, sizeof t->args, " "); /* read: not again, even if empty */
+	int fd = door_proc_open(t->pid, "cmdline", false);
+	if (fd < 0) return;
+	char buf[sizeof t->args];
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0) return;
+	for (ssize_t i = 0; i < n; i++) buf[i] = buf[i] ? buf[i] : ' ';
+	while (n > 0 && buf[n - 1] == ' ') n--;
+	buf[n] = '\0';
+	snprintf(t->args, sizeof t->args, "%s", buf);
+}
+
+/* 1.5 GiB, 12.0 MiB, 3.4 KiB, 12 B */
+static void human_bytes(double b, char *out, size_t len)
+{
+	if (b >= 1 << 30) snprintf(out, len, "%.1f GiB", b / (1 << 30));
+	else if (b >= 1 << 20) snprintf(out, len, "%.1f MiB", b / (1 << 20));
+	else if (b >= 1 << 10) snprintf(out, len, "%.1f KiB", b / (1 << 10));
+	else snprintf(out, len, "%.0f B", b);
+}
+
 /* HTML-escaped s into out. */
 static void html(char *out, size_t len, const char *s)
 {
@@ -116,18 +142,34 @@ void targets_publish(struct targets *ts)
 	struct metrics_proc *p = calloc((size_t)n + 1, sizeof *p);
 	char (*comm)[64] = calloc((size_t)n + 1, sizeof *comm);
 	struct unit *unit = calloc((size_t)n + 1, sizeof *unit);
-	size_t page_cap = 4096 + (size_t)n * 10000, plen = 0;
+	size_t page_cap = 8192 + (size_t)n * 16000, plen = 0;
 	char *page = malloc(page_cap);
 	if (!p || !comm || !unit || !page) goto out;
+	uint64_t up_s = (trace_out_mono_now_ns() - ts->start_ns) / 1000000000ULL;
+	enum tracer_mode amode;
+	char e[256];
+	const char *mode_s = kernel_attach_mode(kernel_attach(), &amode, e, sizeof e) == 0
+				     ? tracer_mode_short(amode) : "?";
 	plen += (size_t)snprintf(page, page_cap, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-				 "<title>memtraced</title></head><body><h1>memtraced</h1>\n<ul>"
-				 "<li><a href=\"/metrics\">/metrics</a>: Prometheus text exposition</li>"
+				 "<title>memtraced</title></head><body><h1>memtraced</h1>\n"
+				 "<p>memtraced %s on Linux %s (%s probes), up %llu h %02llu min. "
+				 "%d processes traced; %llu refused (--max-processes), %llu could not be "
+				 "traced; the parser restarted %llu times; %llu snapshots failed.</p>\n",
+				 MEMTRACED_VERSION, kernel_features()->release, mode_s,
+				 (unsigned long long)(up_s / 3600), (unsigned long long)(up_s / 60 % 60), n,
+				 (unsigned long long)ts->refused_max_processes,
+				 (unsigned long long)ts->attach_failures,
+				 (unsigned long long)ts->parser_restarts,
+				 (unsigned long long)ts->snapshot_failures);
+	plen += (size_t)snprintf(page + plen, page_cap - plen, "%s",
+				 "<ul><li><a href=\"/metrics\">/metrics</a>: Prometheus text exposition</li>"
 				 "<li><a href=\"/debug/pprof/heap\">/debug/pprof/heap</a>: live heap "
 				 "(pprof; ?pid=N one process, ?seconds=N what the next N seconds "
 				 "allocate)</li><li><a href=\"/debug/pprof/allocs\">/debug/pprof/allocs"
 				 "</a>: the same, allocated bytes by default</li>"
 				 "</ul>\n<h2>Traced processes</h2>\n<table><tr><th>pid</th><th>program"
-				 "</th><th>live (estimated)</th><th>profiles</th></tr>\n");
+				 "</th><th>live (estimated)</th><th>allocated</th><th>samples</th>"
+				 "<th>dropped</th><th>profiles</th></tr>\n");
 	int k = 0;
 	for (int i = 0; i < ts->n && k < n; i++) {
 		struct target *t = ts->t[i];
@@ -147,25 +189,28 @@ void targets_publish(struct targets *ts)
 			.drop_ringbuf = tot.drop_ringbuf, .drop_map_full = tot.drop_map_full,
 			.drop_stack_copy = tot.drop_stack_copy, .over_cap_frames = tot.over_cap_frames,
 			.py_over_budget = tot.py_over_budget};
-		char name[8192], svc[1400] = "", esc[1300], size[32];
+		char name[8192], args[3100], svc[1400] = "", esc[1300], size[32], alloc[32];
 		html(name, sizeof name, t->exe);
+		read_args(t);
+		html(args, sizeof args, t->args);
 		html(esc, sizeof esc, unit[k].service); /* a delegated cgroup's name is a user's */
 		if (unit[k].service[0] || unit[k].container[0])
 			snprintf(svc, sizeof svc, " (%s%s%.12s)", esc,
 				 unit[k].service[0] && unit[k].container[0] ? ", container " : unit[k].container[0] ? "container " : "",
 				 unit[k].container);
-		double b = p[k].live_bytes;
-		if (b >= 1 << 30) snprintf(size, sizeof size, "%.1f GiB", b / (1 << 30));
-		else if (b >= 1 << 20) snprintf(size, sizeof size, "%.1f MiB", b / (1 << 20));
-		else if (b >= 1 << 10) snprintf(size, sizeof size, "%.1f KiB", b / (1 << 10));
-		else snprintf(size, sizeof size, "%.0f B", b);
+		human_bytes(p[k].live_bytes, size, sizeof size);
+		human_bytes(p[k].allocated_bytes, alloc, sizeof alloc);
+		unsigned long long dropped = tot.drop_ringbuf + tot.drop_map_full + tot.drop_stack_copy;
 		if (plen < page_cap)
 			plen += (size_t)snprintf(page + plen, page_cap - plen,
-						 "<tr><td>%d</td><td>%s%s</td><td>%s</td><td>"
+						 "<tr><td>%d</td><td>%s%s<br><small>%s</small></td><td>%s</td>"
+						 "<td>%s</td><td>%llu</td><td>%llu</td><td>"
 						 "<a href=\"/debug/pprof/heap?pid=%d\">heap</a> "
 						 "<a href=\"/debug/pprof/allocs?pid=%d\">allocs</a>"
 						 "</td></tr>\n",
-						 (int)t->pid, name, svc, size, (int)t->pid, (int)t->pid);
+						 (int)t->pid, name, svc, args, size, alloc,
+						 (unsigned long long)tot.samples, dropped, (int)t->pid,
+						 (int)t->pid);
 		k++;
 	}
 	if (plen < page_cap) plen += (size_t)snprintf(page + plen, page_cap - plen, "</table></body></html>\n");
@@ -173,11 +218,8 @@ void targets_publish(struct targets *ts)
 	struct metrics_daemon d = {.processes = (uint64_t)k, .attach_failures = ts->attach_failures,
 		.refused_max_processes = ts->refused_max_processes,
 		.snapshot_failures = ts->snapshot_failures, .parser_restarts = ts->parser_restarts,
-		.version = MEMTRACED_VERSION, .kernel = kernel_features()->release};
-	enum tracer_mode mode;
-	char e[256];
-	if (kernel_attach_mode(kernel_attach(), &mode, e, sizeof e) == 0)
-		d.attach_mode = tracer_mode_short(mode);
+		.version = MEMTRACED_VERSION, .kernel = kernel_features()->release,
+		.attach_mode = strcmp(mode_s, "?") ? mode_s : NULL};
 	daemon_figures(ts, &d);
 	size_t len;
 	char *text = metrics_render(p, (size_t)k, &d, &len);
@@ -329,30 +371,56 @@ void targets_serve_profiles(struct targets *ts)
 	}
 }
 
-int targets_listen(const char *spec, bool allow_public, char *err, size_t errlen)
+/* [ADDR:]PORT: ADDR an IPv4 address, localhost, or an IPv6 one in brackets ([::1]:9464). */
+static int listen_address(const char *spec, struct sockaddr_storage *ss, socklen_t *len,
+			  bool *loopback)
 {
 	char host[256] = "127.0.0.1";
 	const char *port_s = spec, *colon = strrchr(spec, ':');
 	if (colon) {
+		const char *h = spec;
 		size_t hl = (size_t)(colon - spec);
-		if (hl == 0 || hl >= sizeof host) {
-			snprintf(err, errlen, "invalid --listen '%s': expected [ADDR:]PORT", spec);
-			return -2;
-		}
-		memcpy(host, spec, hl);
+		if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') h++, hl -= 2; /* [IPv6] */
+		else if (memchr(spec, ':', hl)) return -1; /* an IPv6 address needs its brackets */
+		if (hl == 0 || hl >= sizeof host) return -1;
+		memcpy(host, h, hl);
 		host[hl] = '\0';
 		port_s = colon + 1;
 	}
 	char *end;
 	long port = strtol(port_s, &end, 10);
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	if (!*port_s || *end || port < 1 || port > 65535 ||
-	    inet_pton(AF_INET, strcmp(host, "localhost") ? host : "127.0.0.1", &sa.sin_addr) != 1) {
+	if (!*port_s || *end || port < 1 || port > 65535) return -1;
+	memset(ss, 0, sizeof *ss);
+	struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+	if (inet_pton(AF_INET, strcmp(host, "localhost") ? host : "127.0.0.1", &v4->sin_addr) == 1) {
+		v4->sin_family = AF_INET;
+		v4->sin_port = htons((uint16_t)port);
+		*len = sizeof *v4;
+		*loopback = (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+		v6->sin6_family = AF_INET6;
+		v6->sin6_port = htons((uint16_t)port);
+		*len = sizeof *v6;
+		*loopback = IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
+		return 0;
+	}
+	return -1;
+}
+
+int targets_listen(const char *spec, bool allow_public, char *err, size_t errlen)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = 0;
+	bool loopback = false;
+	if (listen_address(spec, &ss, &sl, &loopback) < 0) {
 		snprintf(err, errlen, "invalid --listen '%s': expected [ADDR:]PORT, ADDR an IPv4 "
-			 "address (default 127.0.0.1), PORT 1 .. 65535", spec);
+			 "address (default 127.0.0.1), localhost or an IPv6 address in brackets "
+			 "([::1]:9464), PORT 1 .. 65535", spec);
 		return -2;
 	}
-	bool loopback = (ntohl(sa.sin_addr.s_addr) >> 24) == 127;
 	if (!loopback && !allow_public) {
 		snprintf(err, errlen, "--listen %s is not a loopback address: heap profiles show code "
 			 "paths; give --listen-public too to serve them there", spec);
@@ -361,10 +429,12 @@ int targets_listen(const char *spec, bool allow_public, char *err, size_t errlen
 	if (!loopback)
 		msg_warn("--listen %s: anyone who reaches this address sees the traced processes' "
 			 "code paths and memory figures", spec);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	int one = 1;
+	/* [::]:PORT serves IPv6 only: 0.0.0.0:PORT is another --listen's business */
+	if (fd >= 0 && ss.ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-	    bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 64) < 0) {
+	    bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 64) < 0) {
 		snprintf(err, errlen, "cannot listen on %s: %s", spec, strerror(errno));
 		if (fd >= 0) close(fd);
 		return -1;

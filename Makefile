@@ -215,7 +215,7 @@ install: all
 	install -m 0644 $(SAMPLER_LIB) $(DESTDIR)$(PREFIX)/lib/
 	# the host service (docs/fleet.md): its unit, and its options unless they are there already
 	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(SYSCONFDIR)/default
-	sed 's|@BINDIR@|$(PREFIX)/bin|g' docs/fleet/memtraced.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/memtraced.service
+	sed 's|@BINDIR@|$(PREFIX)/bin|g; s|@SYSCONFDIR@|$(SYSCONFDIR)|g' docs/fleet/memtraced.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/memtraced.service
 	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/memtraced.service
 	[ -e $(DESTDIR)$(SYSCONFDIR)/default/memtraced ] || install -m 0644 docs/fleet/memtraced.env $(DESTDIR)$(SYSCONFDIR)/default/memtraced
 

@@ -78,16 +78,13 @@ PYEOF
 notifier=$!
 for _ in $(seq 50); do [ -S "$TMP/notify.sock" ] && break; sleep 0.1; done
 exec_line=$(sed -n 's/^ExecStart=//p' "$UNIT")
+check fleet_unit_reads_options_file grep -q -- "--options-file $TMP/etc/default/memtraced " <<<"$exec_line"
+check fleet_unit_reloads grep -q '^ExecReload=/bin/kill -HUP $MAINPID$' "$UNIT"
+# the installed options file as shipped but what it selects (redis-server) and the port
+sed -i "s|^MEMTRACED_SELECT=.*|MEMTRACED_SELECT=\"--match fleetsvc\"|; s|^MEMTRACED_LISTEN=.*|MEMTRACED_LISTEN=127.0.0.1:$P|" "$ENVF"
 (
-	set -a
-	. "$ENVF"
-	set +a
-	MEMTRACED_SELECT="--match fleetsvc"  # the shipped file selects redis-server
-	MEMTRACED_LISTEN=127.0.0.1:$P
 	export NOTIFY_SOCKET=$TMP/notify.sock WATCHDOG_USEC=1000000 # WatchdogSec=1s
 	cmd=${exec_line//%S/$TMP/state}
-	cmd=${cmd//\$\{MEMTRACED_LISTEN\}/$MEMTRACED_LISTEN}
-	# $MEMTRACED_SELECT and $MEMTRACED_OPTS split on white space, as systemd does
 	eval "exec setpriv --bounding-set -all,$caps --inh-caps -all --no-new-privs $TARGETS/seccomp_deny $denied -- $cmd"
 ) >"$TMP/svc.out" 2>"$TMP/svc.err" &
 svc=$!
@@ -104,11 +101,41 @@ sleep 2
 check fleet_notify_ready grep -q '^READY=1 STATUS=tracing 1 process$' "$TMP/notify.log"
 check fleet_notify_watchdog test "$(grep -c '^WATCHDOG=1$' "$TMP/notify.log")" -ge 3
 check fleet_notify_not_inherited_by_parser test -z "$(tr '\0' '\n' <"/proc/$(parser_of "$svc")/environ" 2>/dev/null | grep NOTIFY_SOCKET)"
+
+# systemctl reload (SIGHUP): the options file read again. A file with an error changes
+# nothing; a new selection, rate and port: the old process's trace ends with its final
+# snapshot, the newly selected one is traced and served on the new port
+cp "$ENVF" "$TMP/env.good"
+echo 'MEMTRACED_OPTS="--rate nonsense"' >>"$ENVF"
+kill -HUP "$svc"
+for _ in $(seq 50); do grep -q 'SIGHUP: invalid rate' "$TMP/svc.err" && break; sleep 0.1; done
+if grep -q "SIGHUP: invalid rate 'nonsense'.*: the options stay as they were" "$TMP/svc.err"; then pass fleet_reload_bad_file_changes_nothing
+else fail fleet_reload_bad_file_changes_nothing "$(grep -m2 SIGHUP "$TMP/svc.err")"; fi
+check fleet_reload_bad_file_still_serves grep -q "pid=\"$t\"" <(curl -s "http://127.0.0.1:$P/metrics")
+cp "$TARGETS/service_leak" "$TMP/fleetsvc2"
+mkdir -p "$TMP/w2"
+"$TMP/fleetsvc2" "$TMP/w2" 120 10000 >/dev/null 2>&1 &
+t2=$!
+wait_file "$TMP/w2/ready" 100
+touch "$TMP/w2/go"
+P2=$(free_port)
+sed "s|^MEMTRACED_SELECT=.*|MEMTRACED_SELECT=\"--match fleetsvc2\"|; s|^MEMTRACED_LISTEN=.*|MEMTRACED_LISTEN=127.0.0.1:$P2|; s|--rate [^ \"]*|--rate 2e-5|" "$TMP/env.good" >"$ENVF"
+kill -HUP "$svc"
+for _ in $(seq 100); do grep -q "pid=\"$t2\"" <(curl -s "http://127.0.0.1:$P2/metrics") && break; sleep 0.1; done
+if grep -q "pid=\"$t2\"" <(curl -s "http://127.0.0.1:$P2/metrics"); then pass fleet_reload_new_selection_served
+else fail fleet_reload_new_selection_served "$(grep -E "PID $t2|SIGHUP|error" "$TMP/svc.err" | head -5 | tr '\n' ' ')"; fi
+check fleet_reload_old_port_closed test "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$P/metrics")" = 000
+check fleet_reload_said grep -q "SIGHUP: options read again from $ENVF: every process is traced anew, served on 127.0.0.1:$P2" "$TMP/svc.err"
+check fleet_reload_old_trace_ended grep -q "PID $t: its trace ends with the options it was traced with" "$TMP/svc.err"
+check fleet_reload_old_not_traced test -z "$(curl -s "http://127.0.0.1:$P2/metrics" | grep "pid=\"$t\"")"
+check fleet_reload_daemon_lives kill -0 "$svc"
+n_old=$(ls "$TMP/state/memtraced/" | grep -c "memtrace-$t-.*\.ctf")
 kill -TERM "$svc"
 wait "$svc"
 check fleet_service_stops_cleanly test $? = 0
 check fleet_notify_stopping grep -q '^STOPPING=1$' "$TMP/notify.log"
 kill "$notifier" 2>/dev/null
-check fleet_final_snapshot_in_state_dir test -n "$(ls "$TMP/state/memtraced/" | grep "memtrace-$t-.*\.ctf")"
-touch "$TMP/w/stop"
+check fleet_final_snapshot_in_state_dir test -n "$(ls "$TMP/state/memtraced/" | grep "memtrace-$t2-.*\.ctf")"
+check fleet_reload_old_final_snapshot test "${n_old:-0}" -ge 1
+touch "$TMP/w/stop" "$TMP/w2/stop"
 wait 2>/dev/null

@@ -2,8 +2,11 @@
 #include "check.h"
 #include "options/cli.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static enum cli_result parse(struct cli_opts *o, char *err, int argc, char **argv)
 {
@@ -14,6 +17,42 @@ static enum cli_result parse(struct cli_opts *o, char *err, int argc, char **arg
 #define ARGV(...) ((char *[]){"memtraced", __VA_ARGS__, NULL})
 #define ARGC(...) ((int)(sizeof((char *[]){"memtraced", __VA_ARGS__}) / sizeof(char *)))
 #define PARSE(o, err, ...) parse(o, err, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__))
+
+/* --options-file: the service's environment file, its options first */
+static void options_file_checks(void)
+{
+	struct cli_opts o;
+	char err[256], path[] = "/tmp/memtraced-opts-XXXXXX";
+	int fd = mkstemp(path);
+	const char *text = "# memtraced.service's options\n"
+			   "MEMTRACED_SELECT=\"--match redis-server --match 'nginx'\"\n\n"
+			   "  MEMTRACED_LISTEN=127.0.0.1:9464\n"
+			   "OTHER=ignored --rate 1\n"
+			   "MEMTRACED_OPTS='--rate 1e-4 --max-processes 8'\n";
+	CHECK("options_file_written", fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+	if (fd >= 0) close(fd);
+	enum cli_result r = PARSE(&o, err, "--options-file", path, "--rate", "1e-3");
+	CHECKF("options_file_read", r == CLI_OK && o.select.nmatch == 2 &&
+	       strcmp(o.select.match[0], "redis-server") == 0 && strcmp(o.select.match[1], "'nginx'") == 0 &&
+	       o.listen && strcmp(o.listen, "127.0.0.1:9464") == 0 && o.select.max_processes == 8 &&
+	       o.rate == 1e-3 && strcmp(o.options_file, path) == 0, "%s", err);
+	cli_free(&o);
+	chmod(path, 0666);
+	CHECKF("options_file_writable_by_others", PARSE(&o, err, "--options-file", path) == CLI_ERROR &&
+	       strstr(err, "writable by others"), "%s", err);
+	cli_free(&o);
+	chmod(path, 0600);
+	fd = open(path, O_WRONLY | O_APPEND);
+	CHECK("options_file_appended", fd >= 0 && write(fd, "MEMTRACED_OPTS=\"--rate\n", 24) == 24);
+	if (fd >= 0) close(fd);
+	CHECKF("options_file_unclosed_quote", PARSE(&o, err, "--options-file", path) == CLI_ERROR &&
+	       strstr(err, "no closing quote"), "%s", err);
+	cli_free(&o);
+	unlink(path);
+	CHECKF("options_file_missing", PARSE(&o, err, "--options-file", path) == CLI_ERROR &&
+	       strstr(err, "No such file"), "%s", err);
+	cli_free(&o);
+}
 
 int main(void)
 {
@@ -111,5 +150,6 @@ int main(void)
 	CHECKF("format_bad", PARSE(&o, err, "--format", "v4", "-p", "1") == CLI_ERROR &&
 	       strstr(err, "v2"), "%s", err);
 	CHECK("inject_not_with_floor", PARSE(&o, err, "--inject", "--probe-floor", "-p", "1") == CLI_ERROR);
+	options_file_checks();
 	return CHECK_DONE();
 }

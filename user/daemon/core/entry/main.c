@@ -30,6 +30,7 @@
 #include "protocol/protocol.h"
 #include "common/msg.h"
 #include "output/trace_out.h"
+#include "service_life.h"
 #include "service_notify.h"
 #include "status.h"
 #include "targets/targets.h"
@@ -43,11 +44,21 @@
 
 static volatile sig_atomic_t stop_signal;
 static volatile sig_atomic_t snapshot_requested;
+static volatile sig_atomic_t reload_requested;
+static bool hup_reloads; /* a host service: SIGHUP re-reads its options (service_life.h) */
+static int main_argc;
+static char **main_argv;
 
 static void on_stop_signal(int sig)
 {
 	stop_signal = sig;
 	loop_wake(); /* one that came just before the loop's wait began */
+}
+static void on_hangup(int sig)
+{
+	if (hup_reloads) reload_requested = 1;
+	else stop_signal = sig;
+	loop_wake();
 }
 /* Only a flag: the main loop writes the snapshot (never from a signal handler). */
 static void on_snapshot_signal(int sig)
@@ -62,6 +73,7 @@ static void install_signals(void)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sa.sa_handler = on_hangup;
 	sigaction(SIGHUP, &sa, NULL);
 	sa.sa_handler = on_snapshot_signal;
 	sigaction(SIGUSR1, &sa, NULL);
@@ -307,49 +319,6 @@ static void snapshots_if_due(struct targets *ts, uint64_t interval_ns, uint64_t 
 	}
 }
 
-/* A host service whose parser died served nothing more, for ever (issue 36). Its sessions
- * end (their unwinders were the parser's), a new parser starts, is handed the listening socket
- * again, and every selected process is traced anew. More than PARSER_MAX_RESTARTS deaths in
- * PARSER_RESTART_WINDOW_S: it stops with status 1, and its service manager restarts it
- * (Restart=on-failure). Returns whether tracing goes on. */
-#define PARSER_MAX_RESTARTS 5
-#define PARSER_RESTART_WINDOW_S 60
-static bool parser_comes_back(struct targets *ts, struct status_view **view, const char *gone)
-{
-	static uint64_t deaths[PARSER_MAX_RESTARTS]; /* the last ones */
-	static unsigned ndeaths;
-	uint64_t now = trace_out_mono_now_ns();
-	int recent = 0;
-	for (unsigned i = 0; i < ndeaths && i < PARSER_MAX_RESTARTS; i++)
-		recent += now - deaths[i] < PARSER_RESTART_WINDOW_S * 1000000000ULL;
-	for (int i = 0; i < ts->n; i++) target_finish(ts, ts->t[i], FINISH_PARSER_DIED, NULL);
-	if (recent >= PARSER_MAX_RESTARTS) {
-		status_close(*view);
-		*view = NULL;
-		msg_error("the unprivileged parser is gone (%s), %d times in %d s: stopping with "
-			  "status 1 (a service manager restarts memtraced: Restart=on-failure)", gone,
-			  recent + 1, PARSER_RESTART_WINDOW_S);
-		return false;
-	}
-	deaths[ndeaths++ % PARSER_MAX_RESTARTS] = now;
-	msg_warn("the unprivileged parser is gone (%s): starting a new one%s", gone,
-		 recent ? " after a pause" : "");
-	if (ts->lc)
-		for (int i = 0; i < ts->n; i++) lifecycle_unwatch(ts->lc, ts->t[i]->pid);
-	bool ok = true;
-	targets_drop_finished(ts, &ok);
-	if (recent) usleep(100000u << (recent - 1)); /* 0.1, 0.2, 0.4, 0.8 s: a parser that dies at once */
-	char err[512] = "";
-	if (parser_restart(err, sizeof err) < 0 || parser_relisten(err, sizeof err) < 0) {
-		msg_error("cannot start a new parser: %s: stopping with status 1", err);
-		return false;
-	}
-	ts->parser_restarts++;
-	rstacks_set_python_mode(ts->o->python);
-	targets_select_running(ts);
-	return true;
-}
-
 /* systemd's status line (Type=notify): how many processes are traced. */
 static void say_service_status(struct targets *ts, bool ready)
 {
@@ -377,7 +346,7 @@ static bool trace_until_done(struct targets *ts, struct status_view *view, bool 
 		targets_follow_lifecycle(ts);
 		targets_drop_finished(ts, &all_ok);
 		const char *gone = selecting ? parser_gone() : NULL;
-		if (gone && !parser_comes_back(ts, &view, gone)) {
+		if (gone && !service_parser_died(ts, &view, gone)) {
 			all_ok = false;
 			break;
 		}
@@ -388,6 +357,12 @@ static bool trace_until_done(struct targets *ts, struct status_view *view, bool 
 			view = NULL;
 			for (int i = 0; i < ts->n; i++) target_finish(ts, ts->t[i], why, NULL);
 			break;
+		}
+		if (reload_requested) {
+			reload_requested = 0;
+			service_reload(ts, main_argc, main_argv);
+			interval_ns = (uint64_t)(ts->o->snapshot_interval * 1e9);
+			next_snapshot = trace_out_mono_now_ns() + interval_ns;
 		}
 		snapshots_if_due(ts, interval_ns, &next_snapshot);
 		if (ts->o->listen) targets_serve_profiles(ts);
@@ -538,6 +513,8 @@ int main(int argc, char **argv)
 	 * by about 1 MB per process (tests/test_select_churn.sh). */
 	mallopt(M_ARENA_MAX, 1);
 	service_notify_init(); /* before anything is forked: they do not inherit $NOTIFY_SOCKET */
+	main_argc = argc;
+	main_argv = argv;
 	int rc = parse_and_check(argc, argv, &o, &view);
 	if (rc >= 0) return rc;
 	/* the files and stacks of the targets are parsed by an unprivileged child, forked now
@@ -585,6 +562,7 @@ int main(int argc, char **argv)
 	if (spawn && sp.pid <= 0) return rc; /* the command could not even be forked */
 	/* From here on a signal (SIGUSR1 included, whose default would kill us) only sets a flag;
 	 * the command, if any, is forked already and keeps the default actions. */
+	hup_reloads = select_active(&o.select);
 	install_signals();
 	char lc_note[512] = "";
 	if (!rc) rc = start_tracing(&ts, spawn, lc_note, sizeof lc_note);

@@ -39,6 +39,9 @@ void cli_usage(FILE *out)
 		"      --listen-token FILE  every request must carry 'Authorization: Bearer TOKEN',\n"
 		"                       TOKEN the first line of FILE (root's, mode 0600); without it\n"
 		"                       profiles leave out processes that run as root\n"
+		"      --options-file FILE  options read from FILE first, and again at SIGHUP (the\n"
+		"                       unit's environment file: MEMTRACED_SELECT, MEMTRACED_LISTEN,\n"
+		"                       MEMTRACED_OPTS); with --match/--cgroup, SIGHUP re-reads it\n"
 		"      --listen-root-profiles  without a token, profiles cover processes that run as\n"
 		"                       root too: any local user can read them (a host of one user)\n"
 		"  -o, --output FILE    trace file (default: memtrace-PID.ctf in the current directory);\n"
@@ -184,7 +187,8 @@ int cli_exec_output_path(const char *base, unsigned n, char *buf, size_t len)
 enum { OPT_PROBE_FLOOR = 256, OPT_STACK_BYTES, OPT_NO_STATUS, OPT_TOP, OPT_TOP_INTERVAL, OPT_TOP_BY,
        OPT_SNAP_DIR, OPT_SNAP_INTERVAL, OPT_SNAP_KEEP, OPT_FILE_MODE, OPT_FOLLOW_FORKS, OPT_NO_FOLLOW_FORKS,
        OPT_HOLD_EXEC, OPT_RING_SIZE, OPT_INJECT, OPT_NO_MMAP, OPT_PYTHON, OPT_FORMAT, OPT_MATCH, OPT_CGROUP,
-       OPT_MAX_PROCESSES, OPT_LISTEN, OPT_LISTEN_PUBLIC, OPT_LISTEN_TOKEN, OPT_LISTEN_ROOT, OPT_ATTACH_MODE, OPT_KERNEL_CHECK };
+       OPT_MAX_PROCESSES, OPT_LISTEN, OPT_LISTEN_PUBLIC, OPT_LISTEN_TOKEN, OPT_LISTEN_ROOT, OPT_ATTACH_MODE, OPT_KERNEL_CHECK,
+       OPT_OPTIONS_FILE };
 
 /* Which options were given, for the checks across options. */
 struct cli_seen {
@@ -226,6 +230,7 @@ static const struct option longopts[] = {
 	{"listen-root-profiles", no_argument, NULL, OPT_LISTEN_ROOT},
 	{"attach-mode", required_argument, NULL, OPT_ATTACH_MODE},
 	{"kernel-check", no_argument, NULL, OPT_KERNEL_CHECK},
+	{"options-file", required_argument, NULL, OPT_OPTIONS_FILE},
 	{NULL, 0, NULL, 0},
 };
 
@@ -366,6 +371,10 @@ static bool parse_valued(int c, const char *arg, struct cli_opts *o, struct cli_
 	case OPT_LISTEN:
 		if (!arg[0]) return set_err(err, errlen, "invalid --listen: empty"), false;
 		o->listen = arg;
+		return true;
+	case OPT_OPTIONS_FILE: /* read before the options (options_from_file) */
+		if (o->options_file && strcmp(o->options_file, arg) != 0)
+			return set_err(err, errlen, "--options-file given twice"), false;
 		return true;
 	case OPT_LISTEN_TOKEN:
 		if (!arg[0]) return set_err(err, errlen, "invalid --listen-token: empty"), false;
@@ -522,10 +531,42 @@ static void default_inject(struct cli_opts *o)
 	}
 }
 
+/* --options-file FILE (before "--"): argv becomes argv[0], FILE's options, then the rest of
+ * the command line (whose options come later: a --rate there wins over the file's). */
+static enum cli_result options_from_file(int *argc, char ***argv, struct cli_opts *o, char *err,
+					 size_t errlen)
+{
+	const char *path = NULL;
+	for (int i = 1; i < *argc && strcmp((*argv)[i], "--") != 0; i++) {
+		if (strcmp((*argv)[i], "--options-file") == 0 && i + 1 < *argc) path = (*argv)[++i];
+		else if (strncmp((*argv)[i], "--options-file=", 15) == 0) path = (*argv)[i] + 15;
+	}
+	if (!path) return CLI_OK;
+	o->options_file = path;
+	if (options_file_read(path, &o->file_words, err, errlen) < 0) return CLI_ERROR;
+	int n = *argc + o->file_words.n;
+	o->argv_owned = calloc((size_t)n + 1, sizeof *o->argv_owned);
+	if (!o->argv_owned) return set_err(err, errlen, "out of memory"), CLI_ERROR;
+	o->argv_owned[0] = (*argv)[0];
+	memcpy(o->argv_owned + 1, o->file_words.w, (size_t)o->file_words.n * sizeof(char *));
+	memcpy(o->argv_owned + 1 + o->file_words.n, *argv + 1, (size_t)(*argc - 1) * sizeof(char *));
+	*argc = n;
+	*argv = o->argv_owned;
+	return CLI_OK;
+}
+
+void cli_free(struct cli_opts *o)
+{
+	free(o->argv_owned);
+	o->argv_owned = NULL;
+	options_words_free(&o->file_words);
+}
+
 enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, size_t errlen)
 {
 	*o = (struct cli_opts){.rate = CLI_DEFAULT_RATE, .stack_bytes = CLI_DEFAULT_STACK_BYTES,
 			       .top_interval = 1, .file_mode = CLI_DEFAULT_FILE_MODE};
+	if (options_from_file(&argc, &argv, o, err, errlen) != CLI_OK) return CLI_ERROR;
 	struct cli_seen seen = {0};
 	int c;
 	opterr = 0;

@@ -11,6 +11,7 @@
 #include "select/select.h"
 #include "protocol/python.h"
 #include "tracer/tracer.h" /* enum tracer_attach */
+#include "options_file.h"
 
 #define CLI_DEFAULT_RATE 1e-5
 #define CLI_DEFAULT_STACK_BYTES 65536u
@@ -65,6 +66,10 @@ struct cli_opts {
 	bool kernel_check;         /* --kernel-check: print what the kernel offers, trace nothing */
 	struct select_opts select; /* --match, --cgroup, --max-processes: processes found by name or
 				      cgroup, now and as they exec (select.h) */
+	const char *options_file;  /* --options-file FILE: its options come first (before the
+				      command line's), read again at SIGHUP (options_file.h) */
+	char **argv_owned;         /* the command line with FILE's options in it (cli_free) */
+	struct options_words file_words;
 };
 
 #define CLI_DEFAULT_FILE_MODE 0600
@@ -81,6 +86,8 @@ enum cli_result { CLI_OK = 0, CLI_EXIT_OK = 1 /* --help/--version printed */, CL
 
 /* Parses argv into *o. On CLI_ERROR, err holds a message saying what is wrong. */
 enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, size_t errlen);
+/* What cli_parse allocated (--options-file): o's strings point into it. */
+void cli_free(struct cli_opts *o);
 void cli_usage(FILE *out);
 
 #endif

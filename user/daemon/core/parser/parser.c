@@ -42,7 +42,6 @@ static struct {
 	size_t npids, cap;
 	char gone[256];
 	_Atomic bool is_gone;
-	bool serving_http;    /* as started: a restart starts it so again */
 } P = {.pid = -1, .ctl = -1, .pidfd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 bool parser_started(void) { return P.pid > 0; }
@@ -226,7 +225,6 @@ int parser_start(bool serving_http, char *err, size_t errlen)
 	close(sv[1]);
 	P.pid = pid;
 	P.daemon = daemon;
-	P.serving_http = serving_http;
 	P.ctl = sv[0];
 	P.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	int nfd = recv_ready(P.ctl, err, errlen);
@@ -499,7 +497,7 @@ int psites_added(pid_t pid, const struct alloc_sites *have, struct alloc_sites *
 
 /* ---- restart ---- */
 
-int parser_restart(char *err, size_t errlen)
+int parser_restart(bool serving_http, char *err, size_t errlen)
 {
 	if (getpid() != P.daemon) {
 		snprintf(err, errlen, "not the daemon");
@@ -527,5 +525,5 @@ int parser_restart(char *err, size_t errlen)
 	P.gone[0] = '\0';
 	atomic_store(&P.is_gone, false);
 	pthread_mutex_unlock(&P.lock);
-	return parser_start(P.serving_http, err, errlen);
+	return parser_start(serving_http, err, errlen);
 }

@@ -35,7 +35,7 @@ void parser_stop(void);
  * allowed yet). Every channel of the old one is broken: sessions that used one are finished
  * first. The HTTP server is handed its socket again by parser_relisten. 0, or -1 with a
  * message. */
-int parser_restart(char *err, size_t errlen);
+int parser_restart(bool serving_http, char *err, size_t errlen);
 
 /* The daemon's end of a channel. */
 struct pchan {
@@ -62,7 +62,7 @@ int pchan_try_recv(struct pchan *c, void *buf, size_t cap, size_t *len);
 /* The parser sent what it must not (why): it is killed, c is broken. */
 void pchan_break(struct pchan *c, const char *why);
 /* --listen: hands the listening socket fd to the parser's HTTP server (fd is kept for a
- * restarted parser, never accepted on);
+ * restarted parser, never accepted on; the one kept before is closed; fd < 0: none kept);
  * token (non-NULL with --listen-token): every request must carry it. */
 int parser_listen(int fd, const char *token, char *err, size_t errlen);
 /* After parser_restart: the same socket (kept by the daemon, which never accepts on it:

@@ -40,6 +40,12 @@ static int hand_over(int fd, const char *token, char *err, size_t errlen)
 
 int parser_listen(int fd, const char *token, char *err, size_t errlen)
 {
+	pchan_close(pub_chan); /* a reload's new server (a new parser): a new channel */
+	pub_chan = NULL;
+	if (kept_fd >= 0) close(kept_fd); /* a reload's new socket replaces it */
+	kept_fd = -1;
+	have_token = false;
+	if (fd < 0) return 0; /* a reload that serves no more */
 	if (token && strlen(token) > PARSER_TOKEN_MAX) {
 		snprintf(err, errlen, "the token is too long");
 		close(fd);

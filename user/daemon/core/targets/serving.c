@@ -353,6 +353,12 @@ static void begin_window(struct targets *ts, const struct pr_want *w)
 			win->bases[win->n++].pid = ts->t[i]->pid;
 }
 
+void targets_forget_wants(void)
+{
+	for (int i = 0; i < WANT_MAX_PENDING; i++)
+		if (windows[i].used) end_window(&windows[i]);
+}
+
 void targets_serve_profiles(struct targets *ts)
 {
 	struct pr_want w;

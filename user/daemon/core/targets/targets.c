@@ -340,6 +340,10 @@ static void say_why(const struct targets *ts, const struct target *t, enum finis
 			 t->exe[0] ? t->exe : "?");
 		break;
 	case FINISH_ERROR: break;
+	case FINISH_RELOAD:
+		msg_info("PID %d: its trace ends with the options it was traced with (SIGHUP)",
+			 (int)t->pid);
+		break;
 	case FINISH_PARSER_DIED:
 		msg_info("PID %d: its trace ends with the parser; it is traced anew by the next one",
 			 (int)t->pid);

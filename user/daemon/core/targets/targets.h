@@ -80,7 +80,7 @@ struct targets {
 
 /* Why tracing of a target ends (the message and the summary follow from it). */
 enum finish_why { FINISH_EXIT, FINISH_SIGNAL, FINISH_DURATION, FINISH_QUIT, FINISH_EXEC,
-		  FINISH_ERROR, FINISH_PARSER_DIED };
+		  FINISH_ERROR, FINISH_PARSER_DIED, FINISH_RELOAD };
 
 /* A new target for pid (-1: not known yet), NULL when out of memory. */
 struct target *targets_add(struct targets *ts, pid_t pid);
@@ -128,6 +128,9 @@ void targets_serve_profiles(struct targets *ts);
 int targets_listen(const char *spec, bool allow_public, char *err, size_t errlen);
 /* --listen-root-profiles: profiles cover root's processes without the token. */
 void targets_serve_root_profiles(bool yes);
+/* A new parser (its death, a reload): the profile windows the old one asked for are dropped
+ * (their ids are the old server's; its clients are gone with it). */
+void targets_forget_wants(void);
 /* --listen-token FILE: the token, its first line (16 .. len-1 printable characters, no
  * space), from a regular file that only its owner may read and that root or we own: 0, or -1
  * with a message. */

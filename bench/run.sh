@@ -20,7 +20,7 @@
 #             ("attached in" of its message); exec_hold_ms: how long -- CMD through a shim
 #             (sh -c 'exec env PROG') is held at an exec until the new program's probes are
 #             live (its "held ... at most"); medians of ATTACH_ROUNDS (default 7)
-#   real      node 20 (crashes, JIT frames, bytes against heaptrack), clang++ at 1e-5 and
+#   real      node 20 (crashes, JIT frames, bytes against heaptrack, --inject drops and thinning at 1e-3), clang++ at 1e-5 and
 #             1e-3 (drops, names), git gc --aggressive --follow-forks (exec_hold_ms_max)
 #   view      a generated 1,000,000-event trace: peak_ms, html_ms, html_bytes, html_open_ms
 #   serve     --listen: scrape_ms, scrape_bytes, scrape_pair_ratio (bench/serve_section.sh)
@@ -619,6 +619,25 @@ JS
 				"$TOP/$BUILD/bin/memtrace-dump" "$d/n.ctf" 2>/dev/null | grep -q 'node+0x7f' && offsets=$((offsets + 1))
 			done
 		done
+		# --inject at 1e-3 (issue 37: a sixth of the samples dropped, "record queue full"), alone
+		# and beside two busy loops: the share dropped, and the share thinned (kept 1 in k)
+		local load sampled dropped thinned lp
+		for load in 0 2; do
+			lp=()
+			for ((i = 0; i < load; i++)); do (while :; do :; done) & lp+=($!); done
+			(cd "$d" && timeout 300 "$MEMTRACED" --no-status --inject=required --rate 1e-3 -o "$d/ni.ctf" -- node "$d/n.js" >/dev/null 2>"$d/ni.err")
+			[ ${#lp[@]} -gt 0 ] && { kill "${lp[@]}"; wait "${lp[@]}" 2>/dev/null; }
+			sampled=$(sed -nE 's/.* ([0-9]+) sampled(,|;| \().*/\1/p' "$d/ni.err" | head -1)
+			dropped=$(sed -nE 's/.*dropped: ([0-9]+) ring buffer.*/\1/p' "$d/ni.err" | head -1)
+			thinned=$(sed -nE 's/.*; ([0-9]+) samples thinned.*/\1/p' "$d/ni.err" | head -1)
+			local sfx=$([ $load = 0 ] || echo _loaded)
+			if [ -n "$sampled" ] && [ "$sampled" -gt 0 ]; then
+				set_result "node_inject_drop_share_1e3$sfx" "$(awk -v d="${dropped:-0}" -v s="$sampled" 'BEGIN { printf "%.4f", d / s }')"
+				set_result "node_inject_thinned_share_1e3$sfx" "$(awk -v d="${thinned:-0}" -v s="$sampled" 'BEGIN { printf "%.4f", d / s }')"
+			else na "node_inject_drop_share_1e3$sfx" "no summary: $(tail -n 1 "$d/ni.err" | cut -c1-200)"; fi
+		done
+		note node_inject_drop_share_1e3 "node 20 on the script above under --inject=required at 1e-3: samples dropped over samples taken (goal 0); _loaded beside two busy loops"
+		note node_inject_thinned_share_1e3 "the same runs: samples thinned under backpressure (1 kept in k, weighing k) over samples taken"
 		set_result node_crashes "$crashes"
 		note node_crashes "memtraced runs on node 20 (a script of 1.5 million objects, JSON, Buffers) that did not end with a summary, of $runs (10 at 1e-3, 10 at the default)"
 		set_result node_runs_with_binary_offsets "$offsets"

@@ -37,7 +37,7 @@ if command -v promtool >/dev/null; then
 	promtool check metrics <"$TMP/metrics.txt" >"$TMP/promtool.out" 2>&1
 	rc=$?
 	check metrics_format_promtool_clean test "$rc" = 0 -a ! -s "$TMP/promtool.out"
-	[ -s "$TMP/promtool.out" ] && sed 's/^/# /' "$TMP/promtool.out"
+	if [ -s "$TMP/promtool.out" ]; then sed 's/^/# /' "$TMP/promtool.out"; fi
 else
 	fail metrics_format_promtool_clean "promtool is missing (make deps installs prometheus)"
 fi

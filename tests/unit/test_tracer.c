@@ -93,7 +93,14 @@ static void proc_go(struct proc *p) { (void)!write(p->in_fd, "\n", 1); }
 static int proc_wait_done(struct proc *p, struct tracer *t, const struct tracer_callbacks *cb, void *ctx)
 {
 	int fd = fileno(p->out);
-	for (int i = 0; i < 6000; i++) { /* at most ~2 min */
+	/* at most 2 min by the clock: a poll returns as soon as records came, so a count of
+	 * polls ran out while a busy run still streamed them (a CI run failed so, once) */
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec - t0.tv_sec > 120)
+			break;
 		if (t)
 			tracer_poll(t, 20, cb, ctx);
 		else

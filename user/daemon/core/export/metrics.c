@@ -129,6 +129,13 @@ char *metrics_render(const struct metrics_proc *p, size_t n, const struct metric
 			put(&o, ",cap=\"%s\"} %llu\n", cap[c], (unsigned long long)v[c]);
 		}
 	}
+	family(&o, "memtraced_thinned_samples_total", "counter",
+	       "Samples left out while the pipeline fell behind, by process: the kept ones weigh "
+	       "as much more, so estimates stay unbiased (not drops).");
+	for (size_t i = 0; i < n; i++) {
+		proc_labels(&o, "memtraced_thinned_samples_total", &p[i]);
+		put(&o, "} %llu\n", (unsigned long long)p[i].thinned);
+	}
 	if (d->version && d->kernel && d->attach_mode) {
 		family(&o, "memtraced_build_info", "gauge",
 		       "memtraced's version, the kernel it runs on and how its allocator probes attach.");

@@ -25,6 +25,7 @@ struct metrics_proc {
 	/* frames the parser named for its memory caps (protocol/stack_types.h): past the
 	 * distinct-frame cap, past the Python names' budget */
 	uint64_t over_cap_frames, py_over_budget;
+	uint64_t thinned; /* samples left out under backpressure, their weight on the kept ones */
 };
 
 struct metrics_daemon {

@@ -90,15 +90,17 @@ void rq_never_wait(struct record_queue *q)
 	pthread_mutex_unlock(&q->lock);
 }
 
-static int push(struct record_queue *q, struct rq_item *it, size_t size)
+static int push(struct record_queue *q, struct rq_item *it, size_t size, bool over)
 {
 	pthread_mutex_lock(&q->lock);
-	if (q->never_wait && !q->closed && q->bytes > 0 && q->bytes + size > q->max_bytes) {
+	/* past the bound (rq_push_alloc_over, frees): up to twice it, then refused as well */
+	size_t bound = over ? 2 * q->max_bytes : q->max_bytes;
+	if (q->never_wait && !q->closed && q->bytes > 0 && q->bytes + size > bound) {
 		pthread_mutex_unlock(&q->lock);
 		free(it);
 		return -1;
 	}
-	while (!q->closed && q->bytes > 0 && q->bytes + size > q->max_bytes)
+	while (!over && !q->closed && q->bytes > 0 && q->bytes + size > q->max_bytes)
 		pthread_cond_wait(&q->not_full, &q->lock);
 	it->next = NULL;
 	bool was_empty = !q->head;
@@ -114,7 +116,7 @@ static int push(struct record_queue *q, struct rq_item *it, size_t size)
 	return 0;
 }
 
-int rq_push_alloc(struct record_queue *q, const struct tracer_alloc *a)
+static int push_alloc(struct record_queue *q, const struct tracer_alloc *a, bool over)
 {
 	size_t stack_len = a->stack ? a->stack_len : 0;
 	size_t py_at = (stack_len + 7) & ~(size_t)7;
@@ -137,7 +139,17 @@ int rq_push_alloc(struct record_queue *q, const struct tracer_alloc *a)
 	it->a.py_n = py_len ? a->py_n : 0;
 	it->a.py_codes = codes_len ? (const struct mt_py_code *)(it->stack + py_at + py_len) : NULL;
 	it->a.py_ncodes = codes_len ? a->py_ncodes : 0;
-	return push(q, it, size);
+	return push(q, it, size, over);
+}
+
+int rq_push_alloc(struct record_queue *q, const struct tracer_alloc *a)
+{
+	return push_alloc(q, a, false);
+}
+
+int rq_push_alloc_over(struct record_queue *q, const struct tracer_alloc *a)
+{
+	return push_alloc(q, a, true);
 }
 
 int rq_push_free(struct record_queue *q, const struct tracer_free *f)
@@ -146,7 +158,7 @@ int rq_push_free(struct record_queue *q, const struct tracer_free *f)
 	if (!it) return -1;
 	it->is_free = true;
 	it->f = *f;
-	return push(q, it, sizeof *it);
+	return push(q, it, sizeof *it, true); /* small, no unwind: past the bound as well */
 }
 
 void rq_close(struct record_queue *q)
@@ -173,6 +185,12 @@ struct rq_item *rq_take_all(struct record_queue *q, int timeout_ms, bool *closed
 	pthread_cond_broadcast(&q->not_full);
 	pthread_mutex_unlock(&q->lock);
 	return list;
+}
+
+unsigned rq_fill_permille(const struct record_queue *q)
+{
+	size_t bytes = __atomic_load_n(&q->bytes, __ATOMIC_RELAXED); /* a glance, see .h */
+	return q->max_bytes ? (unsigned)(bytes * 1000 / q->max_bytes) : 0;
 }
 
 size_t rq_high_water(struct record_queue *q)

@@ -28,6 +28,10 @@ void rq_destroy(struct record_queue *q); /* frees what is still queued */
 /* Producer side. Both copy the record; they wait while the queue is full (unless closed or
  * rq_never_wait). Return 0, or -1 if out of memory or full. */
 int rq_push_alloc(struct record_queue *q, const struct tracer_alloc *a);
+/* rq_push_alloc past the bound (up to twice it), never waiting: a record kept by thinning
+ * carries the weight of those left out, and must not be lost for room (1 in k of them: the
+ * bound is exceeded by little). Frees go past the bound too (small, and no unwind). */
+int rq_push_alloc_over(struct record_queue *q, const struct tracer_alloc *a);
 int rq_push_free(struct record_queue *q, const struct tracer_free *f);
 /* From now on a push into a full queue fails (-1) instead of waiting. */
 void rq_never_wait(struct record_queue *q);
@@ -41,5 +45,7 @@ void rq_free_items(struct rq_item *list);
  * the main loop, which waits there, has something else to do (a process held at its exec). */
 void rq_kick_all(void);
 size_t rq_high_water(struct record_queue *q); /* most bytes ever queued */
+/* How full it is now, in thousandths of its bound (a glance: no lock). */
+unsigned rq_fill_permille(const struct record_queue *q);
 
 #endif

@@ -97,8 +97,10 @@ void session_target_exiting(struct session *s, int timeout_ms)
 static void handle_items(struct session *s, struct rq_item *list)
 {
 	/* The process's first allocation is queued: the intake thread prepares its unwinder
-	 * now (it looks every ms), and the records must wait for it. */
-	for (int i = 0; i < 2000 && s->lazy_stacks && atomic_load(&s->record_seen) &&
+	 * now (it looks every ms), and the records must wait for it: up to 15 s (the parser
+	 * reads the program's objects; 2 s ran out once in a kernel VM without KVM, and every
+	 * stack of the trace was left empty). Only a command memtraced started waits so. */
+	for (int i = 0; i < 15000 && s->lazy_stacks && atomic_load(&s->record_seen) &&
 			!atomic_load(&s->early_done) && !atomic_load(&s->intake_failed); i++)
 		usleep(1000);
 	if (s->lazy_stacks && atomic_load(&s->early_done)) { /* the intake thread's unwinder */
@@ -164,6 +166,7 @@ struct session *session_begin(const struct session_opts *o, char *err, size_t er
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->drain_cond, &ca);
 	pthread_mutex_init(&s->wake_lock, NULL);
+	pthread_mutex_init(&s->thin_lock, NULL);
 	pthread_cond_init(&s->wake_cond, &ca);
 	pthread_condattr_destroy(&ca);
 	s->pid = o->pid;
@@ -174,6 +177,7 @@ struct session *session_begin(const struct session_opts *o, char *err, size_t er
 	char e[512] = "";
 	if (!o->floor) {
 		s->trie = trie_new(o->rate);
+		s->thin_off = o->rate >= 1;
 		if (!s->trie) {
 			set_err(err, errlen, "out of memory");
 			goto fail;
@@ -204,7 +208,9 @@ struct session *session_begin(const struct session_opts *o, char *err, size_t er
 	session_python_start(s);
 	s->last_tick_ns = trace_out_mono_now_ns();
 	/* Records are queued from now on; they are handled once the trace is started. */
-	s->queue = rq_new(QUEUE_MAX_BYTES);
+	/* (a test makes it small, to see the backpressure: tests/test_backpressure.sh) */
+	const char *qb = getenv("MEMTRACED_TEST_QUEUE_BYTES");
+	s->queue = rq_new(qb && atol(qb) > 0 ? (size_t)atol(qb) : QUEUE_MAX_BYTES);
 	if (s->queue) {
 		rq_never_wait(s->queue);
 		tracer_set_sink(s->tracer, &session_queue_callbacks, s);
@@ -392,6 +398,8 @@ void session_get_totals(struct session *s, struct session_totals *t)
 	t->samples = st.samples;
 	t->drop_ringbuf = st.drop_ringbuf;
 	t->drop_queue = st.drop_queue;
+	t->thinned = atomic_load(&s->thinned);
+	t->thin_max = atomic_load(&s->thin_max);
 	t->drop_busy = st.drop_busy;
 	t->drop_map_full = st.drop_map_full;
 	t->drop_stack_copy = st.drop_stack_copy;
@@ -489,6 +497,10 @@ void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 		fprintf(out, " (of the ring buffer's: %llu the session's record queue full, %llu the "
 			"CPU's record buffer busy)", (unsigned long long)t.drop_queue,
 			(unsigned long long)t.drop_busy);
+	if (t.thinned)
+		fprintf(out, "; %llu samples thinned while the pipeline fell behind (1 kept in up to "
+			"%u, its weight raised as much: estimates unbiased)", (unsigned long long)t.thinned,
+			t.thin_max);
 	fprintf(out, "; %llu frees reconciled", (unsigned long long)t.reconciled_frees);
 	if (t.samples && t.drop_ringbuf)
 		fprintf(out, "; records of %llu bytes on average, %llu at most (--ring-size, "
@@ -581,6 +593,7 @@ void session_close(struct session *s)
 	pthread_mutex_destroy(&s->drain_lock);
 	pthread_cond_destroy(&s->drain_cond);
 	pthread_mutex_destroy(&s->wake_lock);
+	pthread_mutex_destroy(&s->thin_lock);
 	pthread_cond_destroy(&s->wake_cond);
 	free(s);
 }

@@ -59,6 +59,8 @@ struct session_totals {
 	uint64_t jit_frames, jit_named;       /* pcs in JIT code; of which named by its perf map */
 	uint64_t capped_stacks, capped_objects, capped_frames; /* caps hit (struct stacks_limits) */
 	uint64_t over_cap_frames, py_over_budget; /* frames named for the parser's memory caps */
+	uint64_t thinned;                     /* samples left out under backpressure ... */
+	unsigned thin_max;                    /* ... keeping 1 in at most this many */
 	uint64_t contexts;                    /* trie nodes */
 	uint64_t stacks;                      /* distinct call stacks sampled */
 	uint64_t nsamples;                    /* samples in the records (sum of nsamples) */

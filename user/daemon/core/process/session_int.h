@@ -36,6 +36,11 @@
 #define PY_EXIT_WAIT_MS 5000  /* a Python process held at its exit while its samples are named */
 #define QUEUE_MAX_BYTES (96u << 20) /* as much as a 32 MiB ring (rate 1) and the 64 MiB queue
                                        that its reader waited on before it served every process */
+/* Backpressure: past half of the queue a sample is kept with probability 1/k and weighs k
+ * (k doubling as the room left halves, up to THIN_MAX), so that the queue does not fill and
+ * drop (issue 37). */
+#define THIN_FROM_PERMILLE 500
+#define THIN_MAX 1024u
 
 struct session {
 	pid_t pid;
@@ -104,6 +109,15 @@ struct session {
 	atomic_bool py_active;  /* its samples carry Python frames: named from its memory, so its
 	                           exit hold waits until they are (session_target_exiting) */
 	atomic_uint_least64_t allocs_queued, allocs_handled;
+	/* backpressure (session_intake.c): samples thinned, the largest thinning factor used,
+	 * the counter whose hash draws which are kept */
+	atomic_uint_least64_t thinned, thin_draws;
+	atomic_uint thin_max;
+	/* the block of arrivals under way (thin_lock): k, arrivals left in it, the one kept */
+	pthread_mutex_t thin_lock;
+	bool thin_off;        /* rate 1 asks for every allocation: no thinning (a full queue
+				 drops, and says so) */
+	unsigned thin_block_k, thin_block_left, thin_pick;
 	uint64_t codes[MAX_CODES];
 	uint64_t bt[MAX_CODES];
 	/* anonymous mappings (session_records.c) */

@@ -28,6 +28,47 @@ static void open_early_stacks(struct session *s)
 	atomic_store(&s->early_done, true);
 }
 
+/* Backpressure (issue 37). When the session thread falls behind (a program at full speed
+ * under --inject, a busy machine), the queue fills, and a full queue dropped samples: a sixth
+ * of node's at rate 1e-3. Instead, past half of the queue each sample is kept with
+ * probability 1/k and its sample count multiplied by k: every estimate (bytes allocated and
+ * live, per call site) stays unbiased, with more variance, and the session thread's work
+ * (unwinding most) drops k-fold. k doubles each time the room left halves: 2 from a half, 4
+ * from 3/4, 8 from 7/8..., up to THIN_MAX when full. A kept record goes in past the bound
+ * (rq_push_alloc_over): found the queue full, it was dropped with the weight of the k-1 left
+ * out for it (two thirds of the weight lost so on a busy machine). */
+static unsigned thin_factor(unsigned fill_permille)
+{
+	unsigned room = fill_permille >= 1000 ? 0 : 1000 - fill_permille, k = 1;
+	for (unsigned from = 1000 - THIN_FROM_PERMILLE; room < from && k < THIN_MAX; from /= 2) k *= 2;
+	return k;
+}
+
+static uint64_t thin_draw(struct session *s)
+{
+	uint64_t x = atomic_fetch_add(&s->thin_draws, 1) + 0x9e3779b97f4a7c15ULL; /* splitmix64 */
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+/* Stratified: the arrivals go in blocks of k (k as the block began), and in each block one,
+ * drawn at random, is kept: each is kept with probability 1/k (weight k: unbiased), exactly
+ * one in k is (the totals vary little: one kept in a coin toss each varied by 15% at k 512),
+ * and no allocation pattern aliases with it. Returns the kept one's k, or 0: thinned. */
+static unsigned thin_keeps(struct session *s, unsigned k)
+{
+	pthread_mutex_lock(&s->thin_lock);
+	if (!s->thin_block_left) {
+		s->thin_block_k = k;
+		s->thin_block_left = k;
+		s->thin_pick = k > 1 ? (unsigned)(thin_draw(s) % k) : 0;
+	}
+	unsigned bk = s->thin_block_k, at = bk - s->thin_block_left--;
+	pthread_mutex_unlock(&s->thin_lock);
+	return at == s->thin_pick ? bk : 0;
+}
+
 /* The tracer's sink, on the thread that reads the ring buffer for every traced process:
  * copy the records into the queue, in ring-buffer order, never waiting (a full queue drops
  * the record, which the tracer counts). */
@@ -42,7 +83,23 @@ static int queue_alloc(void *ctx, const struct tracer_alloc *a)
 		if (s->intake_opens_stacks) session_intake_wake(s); /* it prepares the unwinder now */
 	}
 	atomic_fetch_add(&s->records_in, 1);
-	int rc = rq_push_alloc(s->queue, a);
+	struct tracer_alloc kept;
+	bool over = false;
+	if (a->origin != TRACER_FROM_MAPPING && !s->thin_off) { /* (a mapping's unmaps need it whole) */
+		unsigned k = thin_keeps(s, thin_factor(rq_fill_permille(s->queue)));
+		if (!k) {
+			atomic_fetch_add(&s->thinned, 1);
+			return 1; /* thinned, not dropped: the kept ones carry its weight */
+		}
+		if (k > 1) {
+			kept = *a;
+			kept.nsamples *= k;
+			a = &kept;
+			over = true; /* it carries k-1 others' weight: never lost for room */
+			if (k > atomic_load(&s->thin_max)) atomic_store(&s->thin_max, k);
+		}
+	}
+	int rc = over ? rq_push_alloc_over(s->queue, a) : rq_push_alloc(s->queue, a);
 	if (rc == 0) atomic_fetch_add(&s->allocs_queued, 1);
 	return rc;
 }

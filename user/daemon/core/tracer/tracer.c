@@ -313,6 +313,7 @@ void tracer_get_stats(struct tracer *t, struct tracer_stats *out)
 	out->drop_queue = dropped;
 	out->samples -= out->samples < dropped_samples ? out->samples : dropped_samples;
 	out->reconciled_frees = __atomic_load_n(&t->reconciled_frees, __ATOMIC_RELAXED);
+	out->thinned = __atomic_load_n(&t->thinned, __ATOMIC_RELAXED);
 	out->bad_records = __atomic_load_n(&t->bad_records, __ATOMIC_RELAXED);
 	out->record_bytes = __atomic_load_n(&t->record_bytes, __ATOMIC_RELAXED);
 	out->max_record_bytes = __atomic_load_n(&t->max_record_bytes, __ATOMIC_RELAXED);

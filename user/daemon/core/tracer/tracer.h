@@ -89,7 +89,9 @@ struct tracer_free {
 
 struct tracer_callbacks {    /* pointers valid during the call; return 0, or -1 when the
                                 record could not be kept (counted as a ring-buffer drop; a
-                                lost free is repaired by the next reconciliation) */
+                                lost free is repaired by the next reconciliation); alloc
+                                returns 1 for a sample thinned on purpose (backpressure: the
+                                kept ones carry its weight; not a drop, its free is ignored) */
 	int (*alloc)(void *ctx, const struct tracer_alloc *a);
 	int (*free)(void *ctx, const struct tracer_free *f);
 };
@@ -108,6 +110,8 @@ struct tracer_stats {
 	                                      the CPU's record buffer was busy */
 	uint64_t record_bytes;             /* ring-buffer bytes of the allocation records read */
 	uint64_t max_record_bytes;         /* the largest one */
+	uint64_t thinned;                  /* samples left out under backpressure (not drops:
+	                                      the kept ones carry their weight) */
 };
 
 enum tracer_mode {              /* kernel_probe.h: which kernel has which */

@@ -46,11 +46,16 @@ static void deliver_alloc(struct tracer *t, const struct mt_alloc_record *r,
 							(size_t)r->py_frames * sizeof(struct mt_py_frame)),
 		.py_ncodes = r->py_codes,
 	};
-	if (t->cb->alloc(t->cb_ctx, &a) < 0) { /* not kept: as if the ring had had no room */
+	int rc = t->cb->alloc(t->cb_ctx, &a);
+	if (rc != 0) { /* not kept: its free, when it comes, is of no block of ours */
 		if (sampled) seq_table_remove(&t->visible, r->seq, NULL);
 		update_live_count(t);
+	}
+	if (rc < 0) { /* as if the ring had had no room */
 		count(&t->inbox_dropped, 1);
 		count(&t->inbox_dropped_samples, 1);
+	} else if (rc > 0) {
+		count(&t->thinned, 1);
 	}
 }
 

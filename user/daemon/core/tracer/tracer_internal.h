@@ -31,6 +31,7 @@ struct tracer {
 	struct inbox_item *inbox_head, *inbox_tail;
 	size_t inbox_bytes;
 	uint64_t inbox_dropped;                    /* inbox full (counted as drop_ringbuf) */
+	uint64_t thinned;                          /* samples the sink thinned (backpressure) */
 	uint64_t inbox_dropped_samples;            /* ... of them allocations: like a sample the
 	                                              ring had no room for, not counted as one */
 

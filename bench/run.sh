@@ -619,13 +619,28 @@ JS
 				"$TOP/$BUILD/bin/memtrace-dump" "$d/n.ctf" 2>/dev/null | grep -q 'node+0x7f' && offsets=$((offsets + 1))
 			done
 		done
-		# --inject at 1e-3 (issue 37: a sixth of the samples dropped, "record queue full"), alone
-		# and beside two busy loops: the share dropped, and the share thinned (kept 1 in k)
-		local load sampled dropped thinned lp
+		# --inject at 1e-3 (issue 37: a sixth of the samples dropped, "record queue full") on an
+		# allocation-heavy script (3 million Buffers of 256 B to 4.3 KB, malloc'ed), alone and
+		# beside two busy loops: the share dropped, the share thinned (kept 1 in k), and the
+		# bytes allocated the trace estimates against uprobes' (which slow node enough to keep up)
+		cat >"$d/n2.js" <<'JS'
+let keep = [], t = 0;
+for (let i = 0; i < 3000000; i++) {
+	const b = Buffer.allocUnsafeSlow(256 + (i & 4095));
+	b[0] = i & 255;
+	if (i % 16 === 0) keep.push(b);
+	if (keep.length > 5000) keep = [];
+	t += b.length;
+}
+console.log("done", t, keep.length);
+JS
+		local load sampled dropped thinned lp ub ib
+		(cd "$d" && timeout 300 "$MEMTRACED" --no-status --inject=no --rate 1e-3 -o "$d/nu.ctf" -- node "$d/n2.js" >/dev/null 2>"$d/nu.err")
+		ub=$("$TOP/$BUILD/bin/memtrace-report" --raw "$d/nu.ctf" 2>/dev/null | sed -nE 's/.*; allocated ([0-9]+) .*/\1/p' | head -1)
 		for load in 0 2; do
 			lp=()
 			for ((i = 0; i < load; i++)); do (while :; do :; done) & lp+=($!); done
-			(cd "$d" && timeout 300 "$MEMTRACED" --no-status --inject=required --rate 1e-3 -o "$d/ni.ctf" -- node "$d/n.js" >/dev/null 2>"$d/ni.err")
+			(cd "$d" && timeout 300 "$MEMTRACED" --no-status --inject=required --rate 1e-3 -o "$d/ni.ctf" -- node "$d/n2.js" >/dev/null 2>"$d/ni.err")
 			[ ${#lp[@]} -gt 0 ] && { kill "${lp[@]}"; wait "${lp[@]}" 2>/dev/null; }
 			sampled=$(sed -nE 's/.* ([0-9]+) sampled(,|;| \().*/\1/p' "$d/ni.err" | head -1)
 			dropped=$(sed -nE 's/.*dropped: ([0-9]+) ring buffer.*/\1/p' "$d/ni.err" | head -1)
@@ -635,9 +650,14 @@ JS
 				set_result "node_inject_drop_share_1e3$sfx" "$(awk -v d="${dropped:-0}" -v s="$sampled" 'BEGIN { printf "%.4f", d / s }')"
 				set_result "node_inject_thinned_share_1e3$sfx" "$(awk -v d="${thinned:-0}" -v s="$sampled" 'BEGIN { printf "%.4f", d / s }')"
 			else na "node_inject_drop_share_1e3$sfx" "no summary: $(tail -n 1 "$d/ni.err" | cut -c1-200)"; fi
+			ib=$("$TOP/$BUILD/bin/memtrace-report" --raw "$d/ni.ctf" 2>/dev/null | sed -nE 's/.*; allocated ([0-9]+) .*/\1/p' | head -1)
+			v=$(ratio "$ib" "$ub")
+			if [ -n "$v" ]; then set_result "node_inject_bytes_vs_uprobes_1e3$sfx" "$v"
+			else na "node_inject_bytes_vs_uprobes_1e3$sfx" "inject ${ib:-?} B, uprobes ${ub:-?} B"; fi
 		done
-		note node_inject_drop_share_1e3 "node 20 on the script above under --inject=required at 1e-3: samples dropped over samples taken (goal 0); _loaded beside two busy loops"
+		note node_inject_drop_share_1e3 "node 20 on 3 million malloc'ed Buffers (n2.js) under --inject=required at 1e-3: samples dropped over samples taken (goal 0); _loaded beside two busy loops"
 		note node_inject_thinned_share_1e3 "the same runs: samples thinned under backpressure (1 kept in k, weighing k) over samples taken"
+		note node_inject_bytes_vs_uprobes_1e3 "the same runs: bytes allocated the trace estimates over the same script's under uprobes (goal 1 +- 0.1)"
 		set_result node_crashes "$crashes"
 		note node_crashes "memtraced runs on node 20 (a script of 1.5 million objects, JSON, Buffers) that did not end with a summary, of $runs (10 at 1e-3, 10 at the default)"
 		set_result node_runs_with_binary_offsets "$offsets"

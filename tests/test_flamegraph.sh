@@ -84,6 +84,8 @@ node "$TOP/tests/browser/flamegraph_check.js" "$CHROMIUM" "$svg" "$LOGS/flamegra
 # What was live at the peak (issue 22): main.ctf's peak holds LEAK 120 samples (both stacks)
 # and SMALL 25, 8192 bytes each.
 "$FG" --at peak "$TMP/fx/main.ctf" -o "$TMP/peak.svg" &&
+	{ if grep -q '>Live bytes at the peak: ' "$TMP/peak.svg"; then echo "PASS flamegraph_peak_titled"
+	  else echo "FAIL flamegraph_peak_titled: $(grep -o '<title>[^<]*' "$TMP/peak.svg" | head -1)"; fi; } &&
 	node "$TOP/tests/browser/flamegraph_check.js" "$CHROMIUM" "$TMP/peak.svg" "$LOGS/flamegraph-peak.png" \
 		leak_site=983040 small_site=204800 | sed 's/^\(PASS\|FAIL\|SKIP\) flamegraph_/\1 flamegraph_peak_/'
 # memtrace-timeline's chart (issue 22): its areas, legend and peak marker, at the peak's height.

@@ -327,6 +327,10 @@ static void check_wrappers(const char *dir)
 	      hv_group_rows(h, HV_GROUP_FUNCTION, 0, &r) == 0 && r.n == 1 && hv_rows_find(&r, "malloc"));
 	hv_rows_free(&r);
 	hv_free(h);
+	/* perl's allocators are wrappers by default (issue 38): its sites are their callers */
+	CHECK("wrappers_perl_default", hv_is_wrapper_name("Perl_safesysmalloc", NULL, 0) &&
+	      hv_is_wrapper_name("Perl_safesysrealloc", NULL, 0) &&
+	      hv_is_wrapper_name("Perl_safesyscalloc", NULL, 0) && !hv_is_wrapper_name("Perl_newSV", NULL, 0));
 }
 
 /* --group line without debug info: the function or object+offset, never FILE:0 for a binary */

@@ -29,6 +29,8 @@ const char *const hv_default_wrappers[] = {
 	"xmalloc", "xcalloc", "xrealloc", "xstrdup", "xstrndup", "xmemdupz", "xzalloc", "xmallocz",
 	/* redis */
 	"zmalloc*", "zcalloc*", "zrealloc*", "ztrymalloc*", "ztrycalloc*", "ztryrealloc*", "zstrdup",
+	/* perl */
+	"Perl_safesysmalloc", "Perl_safesyscalloc", "Perl_safesysrealloc",
 	/* GLib */
 	"g_malloc*", "g_realloc*", "g_new*", "g_try_malloc*", "g_try_realloc*", "g_strdup",
 	/* CPython */

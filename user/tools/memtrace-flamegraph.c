@@ -497,8 +497,12 @@ int main(int argc, char **argv)
 		rc = write_folded(out, &f);
 	} else {
 		const mt_trace_info *info = hv_info(h);
-		char deftitle[512], subtitle[512], hb[32];
-		snprintf(deftitle, sizeof deftitle, "%s: %s", live ? "Live bytes at the end" : "Allocated bytes",
+		char deftitle[512], subtitle[512], hb[32], what[64];
+		/* --at: the moment shown, not "the end" (issue 38) */
+		if (at.set && at.peak) snprintf(what, sizeof what, "Live bytes at the peak");
+		else if (at.set) snprintf(what, sizeof what, "Live bytes at %g s", at.sec);
+		else snprintf(what, sizeof what, "%s", live ? "Live bytes at the end" : "Allocated bytes");
+		snprintf(deftitle, sizeof deftitle, "%s: %s", what,
 			 info->executable_name && *info->executable_name ? info->executable_name : path);
 		snprintf(subtitle, sizeof subtitle,
 			 "%s, pid %llu, sample rate %g, total %s (estimated from samples)", path,

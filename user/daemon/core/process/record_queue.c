@@ -93,14 +93,15 @@ void rq_never_wait(struct record_queue *q)
 static int push(struct record_queue *q, struct rq_item *it, size_t size, bool over)
 {
 	pthread_mutex_lock(&q->lock);
-	/* past the bound (rq_push_alloc_over, frees): up to twice it, then refused as well */
-	size_t bound = over ? 2 * q->max_bytes : q->max_bytes;
+	/* past the bound (rq_push_alloc_over, frees) where a push never waits: up to twice it,
+	 * then refused as well; a queue whose producer may wait keeps its bound */
+	size_t bound = over && q->never_wait ? 2 * q->max_bytes : q->max_bytes;
 	if (q->never_wait && !q->closed && q->bytes > 0 && q->bytes + size > bound) {
 		pthread_mutex_unlock(&q->lock);
 		free(it);
 		return -1;
 	}
-	while (!over && !q->closed && q->bytes > 0 && q->bytes + size > q->max_bytes)
+	while (!q->closed && q->bytes > 0 && q->bytes + size > bound)
 		pthread_cond_wait(&q->not_full, &q->lock);
 	it->next = NULL;
 	bool was_empty = !q->head;

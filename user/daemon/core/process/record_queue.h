@@ -28,7 +28,7 @@ void rq_destroy(struct record_queue *q); /* frees what is still queued */
 /* Producer side. Both copy the record; they wait while the queue is full (unless closed or
  * rq_never_wait). Return 0, or -1 if out of memory or full. */
 int rq_push_alloc(struct record_queue *q, const struct tracer_alloc *a);
-/* rq_push_alloc past the bound (up to twice it), never waiting: a record kept by thinning
+/* rq_push_alloc past the bound (up to twice it, with rq_never_wait): a record kept by thinning
  * carries the weight of those left out, and must not be lost for room (1 in k of them: the
  * bound is exceeded by little). Frees go past the bound too (small, and no unwind). */
 int rq_push_alloc_over(struct record_queue *q, const struct tracer_alloc *a);

@@ -243,12 +243,15 @@ int parser_start(bool serving_http, char *err, size_t errlen)
 	return 0;
 }
 
-void parser_stop(void)
+/* Closes its control socket (it exits then), waits up to wait_ms for that, kills it if it
+ * lives on, reaps it and ends its broker. */
+static void end_parser(int wait_ms)
 {
-	if (P.pid <= 0 || getpid() != P.daemon) return; /* not in a child forked since */
-	if (P.ctl >= 0) close(P.ctl); /* the parser exits when its control socket closes */
+	pthread_mutex_lock(&P.lock);
+	if (P.ctl >= 0) close(P.ctl);
 	P.ctl = -1;
-	for (int i = 0; i < 100 && check_alive(); i++) usleep(10000);
+	pthread_mutex_unlock(&P.lock);
+	for (int i = 0; i < wait_ms / 10 && check_alive(); i++) usleep(10000);
 	if (check_alive()) kill(P.pid, SIGKILL);
 	waitpid(P.pid, NULL, 0);
 	broker_stop(P.broker);
@@ -256,6 +259,12 @@ void parser_stop(void)
 	if (P.pidfd >= 0) close(P.pidfd);
 	P.pidfd = -1;
 	P.pid = -1;
+}
+
+void parser_stop(void)
+{
+	if (P.pid <= 0 || getpid() != P.daemon) return; /* not in a child forked since */
+	end_parser(1000);
 }
 
 int parser_send_fd(int fd, char tag)
@@ -503,19 +512,7 @@ int parser_restart(bool serving_http, char *err, size_t errlen)
 		snprintf(err, errlen, "not the daemon");
 		return -1;
 	}
-	if (P.pid > 0) { /* reaped (a zombie no more), its broker ended */
-		pthread_mutex_lock(&P.lock);
-		if (P.ctl >= 0) close(P.ctl);
-		P.ctl = -1;
-		pthread_mutex_unlock(&P.lock);
-		kill(P.pid, SIGKILL);
-		waitpid(P.pid, NULL, 0);
-		broker_stop(P.broker);
-		P.broker = NULL;
-		if (P.pidfd >= 0) close(P.pidfd);
-		P.pidfd = -1;
-		P.pid = -1;
-	}
+	if (P.pid > 0) end_parser(0); /* reaped (a zombie no more), its broker ended */
 	pthread_mutex_lock(&sites_lock); /* the old parser's channel is broken for good */
 	pchan_close(sites_chan);
 	sites_chan = NULL;

@@ -159,6 +159,20 @@ static void follow_exec(struct targets *ts, struct target *t, uint64_t exec_ns)
 	say_note(note);
 }
 
+/* A BPF program loaded ahead for n (a fork's child, a selected program at its exec), attached
+ * to its sites now: only the attach waits (issue 36: pick-up latency). Without one, or when the
+ * attach fails, the session loads its own. Not with --inject (its sampler's probes). */
+static void take_spare(struct targets *ts, struct target *n, pid_t pid)
+{
+	if (ts->o->inject) return;
+	char e[256];
+	n->attached = exec_prep_take_spare(ts->prep, pid);
+	if (n->attached && tracer_attach(n->attached, &n->sites, e, sizeof e) < 0) {
+		tracer_close(n->attached);
+		n->attached = NULL;
+	}
+}
+
 /* --follow-forks: parent forked child, a new process with the parent's mappings. */
 static int count_selected(const struct targets *ts);
 
@@ -192,14 +206,7 @@ static void follow_fork(struct targets *ts, pid_t parent, pid_t child)
 		target_program_name(child, NULL, n->exe, n->name, sizeof n->name);
 		ok = psites_for_pid(child, &n->sites, err, sizeof err) == 0;
 	}
-	if (ok && !ts->o->inject) { /* a BPF program loaded ahead: only the attach waits */
-		char e[256];
-		n->attached = exec_prep_take_spare(ts->prep, child);
-		if (n->attached && tracer_attach(n->attached, &n->sites, e, sizeof e) < 0) {
-			tracer_close(n->attached); /* the session loads its own */
-			n->attached = NULL;
-		}
-	}
+	if (ok) take_spare(ts, n, child);
 	if (ok && target_prepare_outputs(ts, n) != 0) {
 		snprintf(err, sizeof err, "cannot prepare its trace");
 		ok = false;
@@ -267,14 +274,7 @@ static void follow_selected(struct targets *ts, pid_t pid, bool just_execd, cons
 		ok = (just_execd ? psites_for_exec(n->exe, pid, &n->sites, err, sizeof err)
 				 : psites_for_pid(pid, &n->sites, err, sizeof err)) == 0;
 	}
-	if (ok && !ts->o->inject) { /* a BPF program loaded ahead (issue 36: pick-up latency) */
-		char e[256];
-		n->attached = exec_prep_take_spare(ts->prep, pid);
-		if (n->attached && tracer_attach(n->attached, &n->sites, e, sizeof e) < 0) {
-			tracer_close(n->attached); /* the session loads its own */
-			n->attached = NULL;
-		}
-	}
+	if (ok) take_spare(ts, n, pid);
 	if (ok && target_prepare_outputs(ts, n) != 0) {
 		snprintf(err, sizeof err, "cannot prepare its trace");
 		ok = false;

@@ -311,16 +311,32 @@ void pchan_close(struct pchan *c)
 	free(c);
 }
 
-static int put(struct pchan *c, uint32_t type, const void *head, size_t len, const void *tail,
-	       size_t tail_len)
+static int put_as(struct pchan *c, uint32_t type, const void *head, size_t len, const void *tail,
+		  size_t tail_len, bool quiet)
 {
 	struct shm_msg *m = shm_ring_reserve(&c->req, type, (uint32_t)(len + tail_len));
 	if (!m) return -1;
 	if (len) memcpy(m->payload, head, len); /* PQ_REFRESH has none: head may be NULL */
 	if (tail_len) memcpy(m->payload + len, tail, tail_len);
-	shm_ring_commit(&c->req, m);
+	if (quiet) shm_ring_commit_quiet(&c->req, m);
+	else shm_ring_commit(&c->req, m);
 	return 0;
 }
+
+static int put(struct pchan *c, uint32_t type, const void *head, size_t len, const void *tail,
+	       size_t tail_len)
+{
+	return put_as(c, type, head, len, tail, tail_len, false);
+}
+
+int pchan_try_send_quiet(struct pchan *c, uint32_t type, const void *head, size_t len,
+			 const void *tail, size_t tail_len)
+{
+	if (c->broken || len + tail_len > shm_ring_max_payload(&c->req)) return -1;
+	return put_as(c, type, head, len, tail, tail_len, true);
+}
+
+void pchan_flush(struct pchan *c) { shm_ring_flush(&c->req); }
 
 int pchan_try_send(struct pchan *c, uint32_t type, const void *head, size_t len,
 		   const void *tail, size_t tail_len)
@@ -388,10 +404,10 @@ static int take(struct pchan *c, struct shm_msg *m, void *buf, size_t cap, size_
 int pchan_recv(struct pchan *c, void *buf, size_t cap, size_t *len, uint32_t want)
 {
 	if (c->broken) return -1;
-	shm_ring_flush(&c->req); /* everything sent is there to be read */
 	int waited = 0;
 	struct shm_msg *m;
 	while (!(m = shm_ring_peek(&c->res))) {
+		shm_ring_flush(&c->req); /* everything sent is there to be read */
 		if (!shm_ring_wait_msg(&c->res, want, WAIT_SLICE_MS) && !shm_ring_peek(&c->res) &&
 		    stuck_or_gone(c, &waited))
 			return -1;

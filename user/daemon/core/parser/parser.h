@@ -50,6 +50,10 @@ void pchan_close(struct pchan *c);
 /* Sends a request of len bytes (head, then tail of tail_len), waiting for room. */
 int pchan_send(struct pchan *c, uint32_t type, const void *head, size_t len, const void *tail,
 	       size_t tail_len);
+/* pchan_try_send that does not wake the parser: a batch of them, then pchan_flush. */
+int pchan_try_send_quiet(struct pchan *c, uint32_t type, const void *head, size_t len,
+			 const void *tail, size_t tail_len);
+void pchan_flush(struct pchan *c);
 /* Like pchan_send, but never waits: -1 if there is no room now (or broken). */
 int pchan_try_send(struct pchan *c, uint32_t type, const void *head, size_t len,
 		   const void *tail, size_t tail_len);

@@ -155,10 +155,14 @@ bool rstacks_prefetch(struct rstacks *r, const void *key, pid_t tid, const uint6
 	struct pq_unwind q;
 	fill_request(&q, tid, regs, stack_len, start, want_files, AHEAD_CODES);
 	size_t tail = tail_of(&q, stack, stack_len, py);
-	if (pchan_try_send(r->ch, PQ_UNWIND, &q, sizeof q, stack, tail) < 0) return false;
+	if (pchan_try_send_quiet(r->ch, PQ_UNWIND, &q, sizeof q, stack, tail) < 0) return false;
 	r->ahead[(r->ahead_head + r->ahead_n++) % AHEAD_MAX] = key;
 	return true;
 }
+
+bool rstacks_ahead_low(const struct rstacks *r) { return r->ahead_n <= AHEAD_MAX / 2; }
+
+void rstacks_ahead_sent(struct rstacks *r) { pchan_flush(r->ch); }
 
 /* ---- replies ---- */
 
@@ -251,14 +255,16 @@ int rstacks_unwind_from(struct rstacks *r, const void *key, pid_t tid,
 			uint64_t *codes, int max_codes)
 {
 	/* asked ahead: the oldest result is this sample's (others before it were not used) */
+	/* waiting, it wants every result asked for: one wake for them all (the parser wakes it
+	 * sooner if it runs out of requests) */
 	while (r->ahead_n && r->ahead[r->ahead_head] != key) {
-		if (next_result(r, AHEAD_CODES, 1) < 0) return -1;
+		if (next_result(r, AHEAD_CODES, r->ahead_n) < 0) return -1;
 		r->ahead_head = (r->ahead_head + 1) % AHEAD_MAX;
 		r->ahead_n--;
 	}
 	int n;
 	if (r->ahead_n) {
-		n = next_result(r, AHEAD_CODES, 1);
+		n = next_result(r, AHEAD_CODES, r->ahead_n);
 		r->ahead_head = (r->ahead_head + 1) % AHEAD_MAX;
 		r->ahead_n--;
 	} else {

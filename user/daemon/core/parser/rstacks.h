@@ -40,6 +40,11 @@ struct rstacks_py {
 bool rstacks_prefetch(struct rstacks *r, const void *key, pid_t tid, const uint64_t regs[STACKS_NREGS],
 		      const uint8_t *stack, size_t stack_len, const struct rstacks_py *py,
 		      enum stacks_start start, bool want_files);
+/* The unwinds asked ahead since the last call are all sent: the parser may start (it is not
+ * woken for each: rstacks_prefetch sends quietly). */
+void rstacks_ahead_sent(struct rstacks *r);
+/* Few unwinds asked ahead are still out (half the most): time to ask for more, together. */
+bool rstacks_ahead_low(const struct rstacks *r);
 /* stacks_unwind_from; want_files: rstacks_last_frame_file is asked for frames 0 and 1.
  * -1 when the parser is gone (rstacks_broken). */
 int rstacks_unwind_from(struct rstacks *r, const void *key, pid_t tid,

@@ -18,6 +18,10 @@ struct record_queue {
 	bool closed;
 	bool never_wait;              /* rq_never_wait */
 	bool kicked;                  /* rq_kick_all: the waiting consumer returns now */
+	struct rq_item *spare_small, *spare_large; /* rq_recycle: items for the next pushes */
+	size_t spare_bytes;
+	bool pushed;                  /* since the consumer last found the queue empty */
+	struct timespec empty_since;  /* when it did (spares freed after a second of it) */
 	struct record_queue *next_q;  /* in the list of live queues */
 };
 
@@ -66,6 +70,61 @@ void rq_free_items(struct rq_item *list)
 	}
 }
 
+#define RQ_SPARE_BYTES (8u << 20)
+#define RQ_SMALL 1024u /* a free, or an allocation without a stack */
+_Static_assert(sizeof(struct rq_item) <= RQ_SMALL, "a free's item is a small one");
+
+/* An item of at least size bytes: a spare one, or a new one. */
+static struct rq_item *get_item(struct record_queue *q, size_t size)
+{
+	bool small = size <= RQ_SMALL;
+	struct rq_item *it = NULL, *too_small = NULL;
+	pthread_mutex_lock(&q->lock);
+	struct rq_item **list = small ? &q->spare_small : &q->spare_large;
+	if (*list) {
+		it = *list;
+		*list = it->next;
+		q->spare_bytes -= it->cap;
+		if (it->cap < size) too_small = it, it = NULL;
+	}
+	pthread_mutex_unlock(&q->lock);
+	free(too_small);
+	if (it) return it;
+	size_t cap = small ? RQ_SMALL : (size + 4095) & ~(size_t)4095;
+	it = malloc(cap);
+	if (it) it->cap = cap;
+	return it;
+}
+
+static void spares_free(struct record_queue *q)
+{
+	rq_free_items(q->spare_small);
+	rq_free_items(q->spare_large);
+	q->spare_small = q->spare_large = NULL;
+	q->spare_bytes = 0;
+}
+
+void rq_recycle(struct record_queue *q, struct rq_item *list)
+{
+	struct rq_item *rest = NULL;
+	pthread_mutex_lock(&q->lock);
+	while (list) {
+		struct rq_item *next = list->next;
+		if (q->spare_bytes + list->cap <= RQ_SPARE_BYTES) {
+			struct rq_item **to = list->cap <= RQ_SMALL ? &q->spare_small : &q->spare_large;
+			list->next = *to;
+			*to = list;
+			q->spare_bytes += list->cap;
+		} else {
+			list->next = rest;
+			rest = list;
+		}
+		list = next;
+	}
+	pthread_mutex_unlock(&q->lock);
+	rq_free_items(rest);
+}
+
 void rq_destroy(struct record_queue *q)
 {
 	if (!q) return;
@@ -77,6 +136,7 @@ void rq_destroy(struct record_queue *q)
 		}
 	pthread_mutex_unlock(&queues_lock);
 	rq_free_items(q->head);
+	spares_free(q);
 	pthread_cond_destroy(&q->not_empty);
 	pthread_cond_destroy(&q->not_full);
 	pthread_mutex_destroy(&q->lock);
@@ -98,7 +158,7 @@ static int push(struct record_queue *q, struct rq_item *it, size_t size, bool ov
 	size_t bound = over && q->never_wait ? 2 * q->max_bytes : q->max_bytes;
 	if (q->never_wait && !q->closed && q->bytes > 0 && q->bytes + size > bound) {
 		pthread_mutex_unlock(&q->lock);
-		free(it);
+		rq_recycle(q, it);
 		return -1;
 	}
 	while (!q->closed && q->bytes > 0 && q->bytes + size > bound)
@@ -109,6 +169,7 @@ static int push(struct record_queue *q, struct rq_item *it, size_t size, bool ov
 	else q->head = it;
 	q->tail = it;
 	q->bytes += size;
+	q->pushed = true;
 	if (q->bytes > q->high_water) q->high_water = q->bytes;
 	pthread_cond_signal(&q->not_empty);
 	pthread_mutex_unlock(&q->lock);
@@ -124,7 +185,7 @@ static int push_alloc(struct record_queue *q, const struct tracer_alloc *a, bool
 	size_t py_len = a->py ? (size_t)a->py_n * sizeof(struct mt_py_frame) : 0;
 	size_t codes_len = py_len && a->py_codes ? (size_t)a->py_ncodes * sizeof(struct mt_py_code) : 0;
 	size_t size = sizeof(struct rq_item) + py_at + py_len + codes_len;
-	struct rq_item *it = malloc(size);
+	struct rq_item *it = get_item(q, size);
 	if (!it) return -1;
 	it->is_free = false;
 	it->a = *a;
@@ -155,7 +216,7 @@ int rq_push_alloc_over(struct record_queue *q, const struct tracer_alloc *a)
 
 int rq_push_free(struct record_queue *q, const struct tracer_free *f)
 {
-	struct rq_item *it = malloc(sizeof *it);
+	struct rq_item *it = get_item(q, sizeof *it);
 	if (!it) return -1;
 	it->is_free = true;
 	it->f = *f;
@@ -183,6 +244,12 @@ struct rq_item *rq_take_all(struct record_queue *q, int timeout_ms, bool *closed
 	q->head = q->tail = NULL;
 	q->bytes = 0;
 	*closed = q->closed && !list;
+	if (!list && q->spare_bytes) { /* idle for a second: the spares go */
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (q->pushed) q->empty_since = now, q->pushed = false;
+		else if (now.tv_sec - q->empty_since.tv_sec >= 2) spares_free(q);
+	}
 	pthread_cond_broadcast(&q->not_full);
 	pthread_mutex_unlock(&q->lock);
 	return list;

@@ -14,6 +14,7 @@
 
 struct rq_item {
 	struct rq_item *next;
+	size_t cap;            /* bytes allocated for the item (it is reused: rq_recycle) */
 	bool is_free;
 	struct tracer_free f;  /* is_free */
 	struct tracer_alloc a; /* !is_free: regs, stack and py point into this item */
@@ -41,6 +42,11 @@ void rq_close(struct record_queue *q);
  * NULL if nothing came; *closed tells whether the producer is done and the queue empty. */
 struct rq_item *rq_take_all(struct record_queue *q, int timeout_ms, bool *closed);
 void rq_free_items(struct rq_item *list);
+/* The consumer is done with a list rq_take_all gave: its items go back to q for the next
+ * pushes (up to RQ_SPARE_BYTES; the rest, and all of them once q has been idle for a second,
+ * are freed). Allocating each record anew cost page faults: malloc gives the pages of a
+ * freed batch back and takes them again for the next (~12 KiB a record at full speed). */
+void rq_recycle(struct record_queue *q, struct rq_item *list);
 /* From any thread: every consumer waiting in rq_take_all returns now (with what is queued):
  * the main loop, which waits there, has something else to do (a process held at its exec). */
 void rq_kick_all(void);

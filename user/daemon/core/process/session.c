@@ -143,7 +143,7 @@ static void handle_items(struct session *s, struct rq_item *list)
 			 "trace ends here", why ? why : "it broke the protocol");
 		s->failed = true;
 	}
-	rq_free_items(list);
+	rq_recycle(s->queue, list);
 }
 
 static uint64_t total_drops(const struct tracer_stats *st)
@@ -219,6 +219,7 @@ struct session *session_begin(const struct session_opts *o, char *err, size_t er
 		set_err(err, errlen, "cannot start the intake thread");
 		goto fail;
 	}
+	pthread_setname_np(s->intake, "mt-intake");
 	s->intake_started = true;
 	return s;
 fail:

@@ -186,6 +186,9 @@ static struct rstacks_py py_of(const struct tracer_alloc *a)
 
 void session_unwind_ahead(struct session *s, struct rq_item **next)
 {
+	/* in bursts: sent one at a time, each would wake a parser that has caught up */
+	if (s->stacks && !rstacks_ahead_low(s->stacks)) return;
+	bool sent = false;
 	for (; *next; *next = (*next)->next) {
 		const struct rq_item *it = *next;
 		if (it->is_free || !will_unwind(s, &it->a)) continue;
@@ -193,8 +196,10 @@ void session_unwind_ahead(struct session *s, struct rq_item **next)
 		struct rstacks_py py = py_of(a);
 		if (!rstacks_prefetch(s->stacks, a, (pid_t)a->tid, a->regs, a->stack, a->stack_len,
 				      &py, start_of(a), a->origin == TRACER_FROM_MAPPING))
-			return;
+			break;
+		sent = true;
 	}
+	if (sent) rstacks_ahead_sent(s->stacks);
 }
 
 void session_on_alloc(struct session *s, const struct tracer_alloc *a)

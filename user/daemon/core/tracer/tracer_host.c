@@ -343,6 +343,7 @@ static struct tracer_host *create(const struct host_key *k, char *err, size_t er
 		goto fail;
 	}
 	int e = pthread_create(&h->thread, NULL, host_main, h);
+	if (!e) pthread_setname_np(h->thread, "mt-ring"); /* top -H, and the bench's stages */
 	if (e) {
 		h->thread = 0;
 		snprintf(err, errlen, "cannot start the ring buffer thread: %s", strerror(e));

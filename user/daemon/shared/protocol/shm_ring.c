@@ -19,9 +19,14 @@ void shm_ring_attach(struct shm_ring *r, void *mem, uint64_t data_size)
 	r->data = (uint8_t *)mem + 4096;
 	r->size = data_size;
 	r->trimmed_at = 0;
+	r->trimmed_ns = 0;
 }
 
 #define TRIM_BYTES (256u << 10) /* consumed between two trims */
+#define TRIM_EVERY_NS 1000000000ull /* and at most one trim a second: a page given back is
+				     * faulted in again when the producer comes round to it, and a
+				     * ring streaming at full speed goes round hundreds of times a
+				     * second (a trim each 256 KiB cost ~3 page faults a sample) */
 #define TRIM_GUARD (64u << 10)  /* kept after head: the next messages' pages */
 #define PAGE 4096u
 
@@ -82,20 +87,31 @@ struct shm_msg *shm_ring_reserve(struct shm_ring *r, uint32_t type, uint32_t len
 	return m;
 }
 
-void shm_ring_commit(struct shm_ring *r, struct shm_msg *m)
+static void commit(struct shm_ring *r, struct shm_msg *m, bool wake)
 {
 	uint64_t head = atomic_load_explicit(&r->h->head, memory_order_relaxed);
 	head += ALIGN8(sizeof *m + m->len);
 	atomic_store_explicit(&r->h->head, head, memory_order_release);
 	uint64_t tail = atomic_load_explicit(&r->h->tail, memory_order_acquire);
 	if (tail - r->trimmed_at >= TRIM_BYTES && r->size > 2 * TRIM_GUARD) {
-		r->trimmed_at = tail;
-		trim(r, head, tail);
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		uint64_t ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+		if (!r->trimmed_ns || ns - r->trimmed_ns >= TRIM_EVERY_NS) {
+			r->trimmed_at = tail;
+			r->trimmed_ns = ns;
+			trim(r, head, tail);
+		}
 	}
 	uint64_t unread = atomic_fetch_add(&r->h->unread, 1) + 1;
+	if (!wake) return;
 	uint32_t want = atomic_load(&r->h->cons_waiting);
 	if (want && unread >= want) bump(r);
 }
+
+void shm_ring_commit(struct shm_ring *r, struct shm_msg *m) { commit(r, m, true); }
+
+void shm_ring_commit_quiet(struct shm_ring *r, struct shm_msg *m) { commit(r, m, false); }
 
 void shm_ring_flush(struct shm_ring *r)
 {

@@ -28,6 +28,7 @@ struct shm_ring {
 	uint8_t *data;
 	uint64_t size;          /* a power of two */
 	uint64_t trimmed_at;    /* producer: tail when it last gave free pages back */
+	uint64_t trimmed_ns;    /* and when (CLOCK_MONOTONIC) */
 };
 
 struct shm_msg {
@@ -45,10 +46,13 @@ void shm_ring_attach(struct shm_ring *r, void *mem, uint64_t data_size);
  * never waits: see shm_ring_wait_space). len must be at most shm_ring_max_payload(). */
 struct shm_msg *shm_ring_reserve(struct shm_ring *r, uint32_t type, uint32_t len);
 /* The reserved message is complete: the consumer may see it. Once the consumer has read 256
- * KiB more, the producer gives the free pages of the ring back to the system (but the next 64
- * KiB): pages the messages passed through would otherwise stay resident in both processes, the
+ * KiB more and a second has passed, the producer gives the free pages of the ring back to the
+ * system (but the next 64 KiB): pages the messages passed through would otherwise stay resident in both processes, the
  * whole ring once a slow trickle has gone round it (4 MiB per traced process). */
 void shm_ring_commit(struct shm_ring *r, struct shm_msg *m);
+/* shm_ring_commit without waking the consumer: the producer sends a batch, then
+ * shm_ring_flush (a wake per message cost a context switch each, ~2 per sample). */
+void shm_ring_commit_quiet(struct shm_ring *r, struct shm_msg *m);
 /* Waits (bounded) until len payload bytes fit. false on timeout. */
 bool shm_ring_wait_space(struct shm_ring *r, uint32_t len, int timeout_ms);
 uint32_t shm_ring_max_payload(const struct shm_ring *r);

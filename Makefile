@@ -229,7 +229,7 @@ clean:
 #                Rust workloads, sanitizers, fuzzing) and what the tests run against (chromium,
 #                go tool pprof, node, tmux, the alternative allocators, gdb, prometheus, nginx and redis,
 #                qemu and an initramfs's tools for the kernel matrix: tests/test_kernels.sh)
-#   DEPS_BENCH   the tools the benchmarks compare with (bcc's memleak, heaptrack, redis)
+#   DEPS_BENCH   the tools the benchmarks compare with (bcc's memleak, heaptrack, redis), perf (the pipeline's stages)
 DEPS_TRACER := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libcapstone-dev \
                zlib1g-dev pkg-config binutils libiberty-dev libc6-dbg libseccomp-dev \
                libdebuginfod-dev libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler
@@ -237,7 +237,7 @@ DEPS_TEST   := g++ procps python3 python3.11 debuginfod gdb cargo rustc libclang
                golang-go nodejs tmux libjemalloc2 libjemalloc-dev libtcmalloc-minimal4 \
                libmimalloc2.0 python3-prometheus-client util-linux curl prometheus systemd \
                qemu-system-x86 busybox-static cpio kmod nginx redis-server redis-tools
-DEPS_BENCH  := bpfcc-tools python3-bpfcc linux-headers-amd64 heaptrack redis-server redis-tools \
+DEPS_BENCH  := bpfcc-tools python3-bpfcc linux-headers-amd64 heaptrack redis-server redis-tools linux-perf \
                time util-linux
 DEPS := $(DEPS_TRACER) $(DEPS_TEST)
 deps:

@@ -13,7 +13,7 @@
 #   redis     redis-server under redis-benchmark (SET, GET), requests/s: none | memtraced |
 #             memtraced --inject | memleak, and the drops of memtraced at the default rate
 #   pipeline  memtraced at rising rates: samples/s drained with no drop, daemon CPU per sample,
-#             peak RSS, trace bytes per allocation event
+#             peak RSS, trace bytes per allocation event; the CPU of each stage (thread) under perf
 #   accuracy  estimated vs true bytes per site (tests/targets/sites)
 #   format, stacks   build/bench/format_bench and stacks_bench (their key=value lines)
 #   attach    attach_ms: from `memtraced -p PID` starting to the probes live on a glibc process
@@ -52,6 +52,7 @@ REDIS_ROUNDS=${BENCH_REDIS_ROUNDS:-3}
 REDIS_REQUESTS=${BENCH_REDIS_REQUESTS:-50000}
 ITERS=${BENCH_ITERS:-20000}          # pairs per traced micro run (~13 us each under probes)
 ITERS_NONE=${BENCH_ITERS_NONE:-2000000}
+ITERS_PIPE=${BENCH_ITERS_PIPE:-200000} # pairs per pipeline run: enough samples that attaching is not most of the CPU
 ONLY=${BENCH_ONLY:-micro,modes,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view,serve,fleet,idle,python,costs}
 ATTACH_ROUNDS=${BENCH_ATTACH_ROUNDS:-7}
 OUT=${BENCH_OUT:-$TOP/bench/results/latest.txt}
@@ -422,10 +423,10 @@ redis_section() {
 # Pipeline: memtraced on the size-mix workload at rising rates, under /usr/bin/time -v.
 pipeline_section() {
 	[ "$have_memtraced" = 1 ] || { for k in drain_max_samples_per_s daemon_rss_mb daemon_cpu_us_per_sample bytes_per_alloc_event; do na $k "build/bin/memtraced is missing"; done; return; }
-	local rate best="" rss_max=0 cpu_per="" bpe=""
+	local rate best="" rss_max=0 cpu_per="" bpe="" ns_low="" ns_one=""
 	for rate in 1e-3 1e-2 3e-2 1e-1 3e-1 1; do
 		local out=$TMP/pipe.out logf=$TMP/pipe-$rate.log ctf=$TMP/pipe-$rate.ctf
-		"$BB/micro_alloc" --cpu 0 --mode mix --iters "$ITERS" --wait-probes --timeout 60 >"$out" 2>&1 &
+		"$BB/micro_alloc" --cpu 0 --mode mix --iters "$ITERS_PIPE" --wait-probes --timeout 60 >"$out" 2>&1 &
 		local w=$!
 		STARTED+=("$w")
 		wait_line "$out" '^ready' 10 "$w" || { wait "$w"; continue; }
@@ -446,7 +447,9 @@ pipeline_section() {
 			log "pipeline rate $rate: failed: $(tail -2 "$out" "$logf" | tr '\n' ' ')"
 			continue
 		fi
-		secs=$(awk -v n="$ns" -v i="$ITERS" 'BEGIN { print n * i / 1e9 }')
+		secs=$(awk -v n="$ns" -v i="$ITERS_PIPE" 'BEGIN { print n * i / 1e9 }')
+		[ "$rate" = 1e-3 ] && ns_low=$ns
+		[ "$rate" = 1 ] && ns_one=$ns
 		sps=$(awk -v s="$sampled" -v t="$secs" 'BEGIN { printf "%.0f", (t > 0 ? s / t : 0) }')
 		log "pipeline rate $rate: $(grep -E '^memtraced: PID' "$logf" | tail -1)"
 		log "pipeline rate $rate: $sampled sampled, $written written, $drops dropped, $sps samples/s while the loop ran, ${ns} ns/pair, daemon cpu ${user}+${sys} s, rss ${rss} kB"
@@ -467,6 +470,54 @@ pipeline_section() {
 	[ -n "$cpu_per" ] && set_result daemon_cpu_us_per_sample "$cpu_per" || na daemon_cpu_us_per_sample "no run without drops"
 	note daemon_cpu_us_per_sample "daemon user+system time over the samples of the highest rate without a drop, attach and BPF load included"
 	[ -n "$bpe" ] && set_result bytes_per_alloc_event_rate1_loop "$bpe"
+	# the target's side of a sample: the same loop at rate 1 against 1e-3 (the traps are the
+	# same, a sampled allocation adds the stack copy and the ring's reserve and submit)
+	if [ -n "$ns_low" ] && [ -n "$ns_one" ]; then
+		set_result pipeline_stage_us_emit "$(awk -v a="$ns_one" -v b="$ns_low" 'BEGIN { printf "%.2f", (a - b) / 1000 }')"
+		note pipeline_stage_us_emit "in the traced thread: ns_per_pair at rate 1 minus at 1e-3 (BPF stack copy, ring reserve and submit of every allocation, and its free's record)"
+	fi
+	pipeline_stages
+}
+
+# Where the daemon's CPU goes, per sample, by thread: the same run at rate 1 under perf
+# (cpu-clock samples of memtraced and its parser, by thread name). The stages run in
+# parallel, so the bottleneck's CPU time bounds how fast a backlog drains.
+pipeline_stages() {
+	local keys="pipeline_stage_us_ring pipeline_stage_us_session pipeline_stage_us_parser pipeline_stage_us_other drain_samples_per_s"
+	command -v perf >/dev/null || { for k in $keys; do na "$k" "perf is missing (Debian's linux-perf)"; done; return; }
+	local out=$TMP/stages.out logf=$TMP/stages.log data=$TMP/stages.perf hz=1000
+	"$BB/micro_alloc" --cpu 0 --mode mix --iters "$ITERS_PIPE" --wait-probes --timeout 60 >"$out" 2>&1 &
+	local w=$!
+	STARTED+=("$w")
+	wait_line "$out" '^ready' 10 "$w" || { wait "$w"; for k in $keys; do na "$k" "the workload did not start"; done; return; }
+	perf record -q -F "$hz" -e cpu-clock -o "$data" -- "$MEMTRACED" -q --rate 1 -p "$w" -o "$TMP/stages.ctf" >"$logf" 2>&1 &
+	local t=$!
+	STARTED+=("$t")
+	wait "$w"
+	stop_proc "$t" 60 TERM 30
+	local sampled drops
+	sampled=$(summary_num "$logf" ' ([0-9]+) sampled')
+	drops=$(summary_drops "$logf")
+	if [ -z "$sampled" ] || [ "$sampled" = 0 ] || [ ! -s "$data" ]; then
+		for k in $keys; do na "$k" "the perf run failed: $(tail -1 "$logf")"; done
+		return
+	fi
+	# "  45.01%   1234  memtraced": samples per thread name
+	perf report -i "$data" --sort comm -n --stdio 2>/dev/null | awk -v hz="$hz" -v n="$sampled" '
+		/^ *[0-9.]+%/ { c = $3; s = $2; if (c == "perf") next # perf itself, before the exec
+			st = (c == "mt-ring") ? "ring" : (c == "memtraced") ? "session" : (c == "memtraced-parse") ? "parser" : "other"
+			us[st] += s / hz * 1e6 / n }
+		END { for (k in us) printf "%s %.2f\n", k, us[k] }' >"$TMP/stages.txt"
+	log "pipeline stages (us a sample, $sampled samples, $drops dropped): $(tr '\n' ' ' <"$TMP/stages.txt")"
+	local st most=0 v
+	for st in ring session parser other; do
+		v=$(awk -v k="$st" '$1 == k { print $2 }' "$TMP/stages.txt")
+		set_result "pipeline_stage_us_$st" "${v:-0}"
+		most=$(awk -v a="$most" -v b="${v:-0}" 'BEGIN { print (b > a ? b : a) }')
+	done
+	note pipeline_stage_us_ring "daemon CPU a sample by thread, micro_alloc mix at rate 1 under perf: ring = mt-ring (reads the BPF ring, copies each record into its process's queue, thins), session = the main thread (unwind requests and results, trie, ids, trace writing), parser = memtraced-parse (unwinds, symbolizes), other = the rest (mt-intake, libbpf at attach...)"
+	set_result drain_samples_per_s "$(awk -v m="$most" 'BEGIN { printf "%.0f", (m > 0 ? 1e6 / m : 0) }')"
+	note drain_samples_per_s "what a backlog drains at: 1 / the busiest stage's CPU a sample (the stages run on their own threads, in parallel); the one-thread producer cannot make that many (drain_max_samples_per_s)"
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -426,6 +426,8 @@ void session_get_totals(struct session *s, struct session_totals *t)
 		struct stacks_stats ss;
 		rstacks_get_stats(s->stacks, &ss);
 		t->unwind_truncated = ss.truncated;
+		t->unwinds = ss.samples;
+		t->unwinds_remembered = ss.remembered;
 		t->unwind_errors = ss.unwind_errors;
 		t->unnamed_frames = ss.unnamed_codes;
 		t->jit_frames = ss.jit_frames;
@@ -515,6 +517,9 @@ void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 		fprintf(out, "; stacks: %llu truncated (deeper than the copy), %llu ended early (the "
 			"unwinder stopped before an entry point)",
 			(unsigned long long)t.unwind_truncated, (unsigned long long)t.unwind_errors);
+	if (t.unwinds_remembered)
+		fprintf(out, "; %llu of %llu unwinds remembered (the same stack words as an earlier "
+			"sample's)", (unsigned long long)t.unwinds_remembered, (unsigned long long)t.unwinds);
 	if (t.unnamed_frames)
 		fprintf(out, "; %llu distinct frames without a name (no symbol or debug info: install "
 			"the debug files, or set DEBUGINFOD_URLS)", (unsigned long long)t.unnamed_frames);

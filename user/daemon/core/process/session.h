@@ -54,6 +54,7 @@ struct session_totals {
 	uint64_t other_pid;                   /* records of another process, ignored */
 	uint64_t after_exec;                  /* records stamped after the target's exec, ignored */
 	uint64_t unwind_truncated, unwind_errors;
+	uint64_t unwinds, unwinds_remembered; /* samples unwound; of which as an earlier one */
 	uint64_t unnamed_frames;              /* distinct frames left without a name */
 	char capped_note[160];                /* which objects, which caps (stacks_stats) */
 	uint64_t jit_frames, jit_named;       /* pcs in JIT code; of which named by its perf map */

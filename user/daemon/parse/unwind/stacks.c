@@ -365,18 +365,9 @@ void stacks_refresh(struct stacks *s)
 	stacks_current = s;
 	report_maps(s, NULL, 0);
 	u64map_clear(&s->pc_codes); /* a pc may now belong to another object */
+	memo_clear(&s->memo);       /* and a frame to another unwind */
+	u64map_clear(&s->cfa_kinds);
 	s->stats.refreshes++;
-}
-
-static int unwind_once(struct stacks *s)
-{
-	s->truncated = false;
-	s->frames_capped = false;
-	s->frame_index = 0;
-	s->nframes = 0;
-	s->hidden = NULL;
-	s->max_read = 0;
-	return dwfl_getthread_frames(s->dwfl, s->tid, stacks_cb_frame, s);
 }
 
 /* In no reported module, nor in memory known to hold no object (JIT code, a copy)? */
@@ -590,7 +581,7 @@ int stacks_unwind_from(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_N
 	s->stack_len = stack ? stack_len : 0;
 	s->sp = regs[7];
 
-	int rc = unwind_once(s);
+	int rc = stacks_walk(s);
 	/* A pc in no known object: a library dlopen'd since the maps were read. Re-read them
 	 * (rate-limited) and unwind again, as the unwinder stopped there for want of CFI. */
 	/* (the sample's own pc in no module: the unwinder may have wandered off by frame
@@ -602,7 +593,7 @@ int stacks_unwind_from(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_N
 		if (t - s->last_refresh_ns >= AUTO_REFRESH_INTERVAL_NS ||
 		    s->stats.refreshes < EARLY_REFRESHES) {
 			stacks_refresh(s);
-			rc = unwind_once(s);
+			rc = stacks_walk(s);
 		}
 	}
 
@@ -648,6 +639,7 @@ int stacks_locations(void *stacks, uint64_t code, const mt_location **locs)
 void stacks_set_limits(struct stacks *s, const struct stacks_limits *limits)
 {
 	s->limits = *limits;
+	memo_clear(&s->memo);
 	if (s->limits.max_frames <= 0 || s->limits.max_frames > MAX_FRAMES)
 		s->limits.max_frames = MAX_FRAMES;
 }
@@ -683,6 +675,8 @@ void stacks_close(struct stacks *s)
 	atomic_fetch_sub(&all_codes, s->nentries);
 	free(s->entries);
 	u64map_free(&s->pc_codes);
+	u64map_free(&s->cfa_kinds);
+	memo_clear(&s->memo);
 	u64map_free(&s->jit_pcs);
 	u64map_free(&s->py_codes);
 	stacks_set_python(s, NULL, PY_MODE_NO);

@@ -236,8 +236,10 @@ static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
 	if (addr >= s->sp && addr - s->sp <= s->stack_len && s->stack_len - (addr - s->sp) >= 8) {
 		memcpy(result, s->stack + (addr - s->sp), sizeof(*result));
 		if (addr + 8 > s->max_read) s->max_read = addr + 8;
+		memo_read(&s->memo, true, addr - s->sp, *result);
 		return true;
 	}
+	memo_read(&s->memo, false, 0, 0); /* it depends on more than the copy: not kept */
 	if (s->mem_fd < 0 || addr > INT64_MAX - 8)
 		return false;
 	if (addr >= s->sp && addr - s->sp < STACK_SPAN) {
@@ -290,6 +292,12 @@ int stacks_cb_frame(Dwfl_Frame *frame, void *arg)
 	bool activation;
 	if (!dwfl_frame_pc(frame, &pc, &activation))
 		return DWARF_CB_ABORT;
+	memo_visit(&s->memo, activation ? pc : pc - 1);
+	if (s->frame_index > 0) { /* its stack pointer is its callee's CFA, just past the RA */
+		Dwarf_Word fsp = 0;
+		bool ok = dwfl_frame_reg(frame, 7, &fsp) == 0 && fsp >= s->sp + 8;
+		memo_return_address(&s->memo, ok, ok ? fsp - 8 - s->sp : 0);
+	}
 	if (s->frame_index++ == 0 && s->start != STACKS_AT_SYSCALL) {
 		/* the allocation function itself, at its entry; or the probe site inside an
 		 * in-process sampler, whose object's frames are all left out (a sampler inside

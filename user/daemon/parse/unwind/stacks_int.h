@@ -2,10 +2,12 @@
  * callbacks libdw calls). Not an interface. */
 #ifndef MEMTRACED_UNWIND_STACKS_INT_H
 #define MEMTRACED_UNWIND_STACKS_INT_H
+#include <dwarf.h>
 #include <elfutils/libdwfl.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "unwind_memo.h"
 #include "maps.h"
 #include "perfmap.h"
 #include "stacks.h"
@@ -77,6 +79,8 @@ struct stacks {
 	Dwfl_Module *hidden;      /* that object, while its frames are being left out */
 	struct frame_pc frames[MAX_FRAMES];
 	int nframes;
+	struct unwind_memo memo;  /* unwinds remembered (unwind_memo.h) */
+	struct u64map cfa_kinds;  /* pc -> how its frame finds its CFA + 1 (memo_how) */
 
 	struct u64map pc_codes;   /* pc -> code */
 	uint64_t cap_code;        /* "[over the cap of distinct frames]" once made, else 0 */
@@ -135,5 +139,9 @@ int stacks_cb_frame(Dwfl_Frame *frame, void *arg);
 struct object *stacks_module_object(struct stacks *s, Dwfl_Module *mod);
 /* Counts mod's object as capped (once) and notes which cap in stats.capped_note. */
 void stacks_note_cap(struct stacks *s, Dwfl_Module *mod, const char *cap);
+
+/* One walk of the sample set in s (stacks_walk.c): its frames into s->frames, s->nframes;
+ * dwfl_getthread_frames's result. */
+int stacks_walk(struct stacks *s);
 
 #endif

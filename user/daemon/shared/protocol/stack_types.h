@@ -28,6 +28,7 @@ struct stacks_stats {
 	uint64_t samples;        /* stacks_unwind calls */
 	uint64_t frames;         /* codes returned */
 	uint64_t truncated;      /* samples whose stack was deeper than the copy */
+	uint64_t remembered;     /* samples whose unwind was an earlier one's (unwind_memo.h) */
 	uint64_t unwind_errors;  /* samples whose stack did not reach its end for another reason:
 				  * libdw stopped before a process's or thread's entry point */
 	uint64_t codes;          /* distinct codes (= symbolizations done) */

@@ -64,10 +64,15 @@ void memo_return_address(struct unwind_memo *m, bool ok, uint64_t off)
 	m->ra_off[m->nra++] = (uint32_t)off;
 }
 
-/* Keeps of the reads only those of return addresses; false if one was not read. */
+/* Keeps of the reads only those of return addresses, and the last read (libdw reads the
+ * return address last: that of the outermost frame, 0 where the stack ends, is one); false if
+ * one was not read. */
 static bool only_return_addresses(struct unwind_memo *m)
 {
 	int n = 0;
+	bool last_kept = m->nreads == 0;
+	uint32_t last_off = m->nreads ? m->read_off[m->nreads - 1] : 0;
+	uint64_t last_val = m->nreads ? m->read_val[m->nreads - 1] : 0;
 	for (int i = 0; i < m->nra; i++) {
 		int j = 0;
 		while (j < m->nreads && m->read_off[j] != m->ra_off[i]) j++;
@@ -75,6 +80,11 @@ static bool only_return_addresses(struct unwind_memo *m)
 		uint64_t v = m->read_val[j];
 		m->read_off[n] = m->ra_off[i];
 		m->read_val[n++] = v;
+		if (m->ra_off[i] == last_off) last_kept = true;
+	}
+	if (!last_kept) {
+		m->read_off[n] = last_off;
+		m->read_val[n++] = last_val;
 	}
 	m->nreads = n;
 	return true;

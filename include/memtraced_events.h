@@ -129,6 +129,9 @@ struct mt_cpu_state {
 	__u32 nest_tid;
 	__u32 nest_fn;
 	__u64 scratch_busy;    /* the CPU's record buffer is in use (a preempted program) */
+	/* the block of sampled calls under way while a slot thins (mt_slot.thin): calls left in
+	 * it, its factor, the one kept (stratified: one in exactly k, drawn at random) */
+	__u32 thin_left, thin_k, thin_pick, thin_pad;
 } __attribute__((aligned(64)));
 
 /* A slot's counters (a per-CPU array indexed by slot; userspace sums the CPUs and zeroes
@@ -152,6 +155,9 @@ struct mt_slot {
 	__u32 owner;           /* the current owner; a link or record of another is stale */
 	__u32 muted;           /* the process exec'd: these probes stop at once */
 	__u32 mapping_sampled; /* a mapping was sampled: unmappings are reported from then on */
+	__u32 thin;            /* backpressure (issue 37): > 1, 1 sample point in thin is kept, its
+	                          nsamples multiplied by thin (userspace raises and lowers it) */
+	__u32 pad;
 };
 
 #endif

@@ -38,6 +38,8 @@ static uint64_t next_random(struct sampler_thread *t)
 	return x * 0x2545f4914f6cdd1dULL;
 }
 
+uint64_t mts_random(struct sampler_thread *t) { return next_random(t); }
+
 /* Natural logarithm of x > 0 (finite): exponent and mantissa apart, the mantissa in
  * [sqrt(1/2), sqrt(2)) through the atanh series, which there converges to ~1e-11. */
 static double ln(double x)

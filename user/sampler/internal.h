@@ -60,6 +60,8 @@ struct sampler_thread {
 	uintptr_t outer_sp;  /* rsp of the outermost wrapper call under way (0: none) */
 	uint64_t rng;        /* xorshift state (0: not seeded) */
 	uint32_t gen;        /* the rate generation the countdown was drawn for */
+	uint32_t thin_left;  /* memtraced_sampler_thin: samples left in the block, */
+	uint32_t thin_k, thin_pick; /* its k, the one it keeps */
 	uint32_t pad;
 	unsigned long allocs, frees, nsamples; /* memtraced_sampler_thread_counts */
 };
@@ -75,6 +77,8 @@ struct sampler_config {
 	                             * slow path that can take the patch lock */
 };
 extern struct sampler_config mts_config HIDDEN;
+/* A 64-bit random number of the thread's generator (countdown.c). */
+uint64_t mts_random(struct sampler_thread *t) HIDDEN;
 
 /* Hidden aliases of the semaphores: read without a GOT load. */
 extern volatile unsigned short mts_alloc_sem HIDDEN, mts_free_sem HIDDEN;

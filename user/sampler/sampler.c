@@ -42,6 +42,7 @@ long memtraced_sampler_start(unsigned long mean_gap_bytes, unsigned long flags)
 	}
 	if (!mts_config.active)
 		blockset_clear(); /* blocks left by a stopped session */
+	memtraced_sampler_thin.k = 1; /* a memtraced killed while it thinned left its k */
 	mts_config.all_words = all;
 	mts_config.mean_gap = all ? 8 : mean_gap_bytes;
 	mts_config.gen++;

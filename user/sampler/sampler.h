@@ -15,11 +15,12 @@
 #define MEMTRACED_SAMPLER_H
 
 #include "sampler_check.h"
+#include "sampler_thin.h"
 
 /* flags of memtraced_sampler_start */
 #define MEMTRACED_SAMPLER_ALL_WORDS 1UL /* rate 1: every allocation, nsamples = (size+7)/8 */
 
-#define MEMTRACED_SAMPLER_VERSION 3
+#define MEMTRACED_SAMPLER_VERSION 4
 
 /* Starts (or, while started, updates the rate of) the sampler: sample points are a Poisson
  * process over allocated bytes with mean gap mean_gap_bytes (= 8 / rate), or every word with
@@ -79,12 +80,19 @@ struct memtraced_sampler_stats {
 	unsigned long allocs_by_fn[MTS_FN_COUNT]; /* sampled allocations per function */
 	unsigned long frees_by_fn[MTS_FN_COUNT];  /* sampled frees per function (realloc & co.:
 	                                           * the old block) */
+	unsigned long thinned;       /* sampled allocations left out by memtraced_sampler_thin */
 };
 
 extern struct memtraced_sampler_stats memtraced_sampler_stats;
 
 /* The check of the GOT redirections after each walk (include/sampler_check.h). */
 extern struct memtraced_sampler_check memtraced_sampler_check;
+
+/* Backpressure from memtraced (written into this process's memory when its pipeline falls
+ * behind, 1 again when it has caught up; start sets 1): past 1, the sampled allocations go in
+ * blocks of k per thread and one of each, drawn at random, is kept with its weight multiplied
+ * by k (unbiased estimates, the probes and the tracer's work k-fold less). */
+extern struct memtraced_sampler_thin memtraced_sampler_thin; /* include/sampler_thin.h */
 
 /* The USDT semaphores (section .probes): a tracer attached to otel_memory:alloc / :free raises
  * them (the kernel's uprobe ref_ctr); 0 means pass-through. */

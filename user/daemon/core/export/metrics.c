@@ -136,6 +136,13 @@ char *metrics_render(const struct metrics_proc *p, size_t n, const struct metric
 		proc_labels(&o, "memtraced_thinned_samples_total", &p[i]);
 		put(&o, "} %llu\n", (unsigned long long)p[i].thinned);
 	}
+	family(&o, "memtraced_sampler_thin_factor", "gauge",
+	       "The in-process sampler's rate lowered this many-fold now, by process, while the "
+	       "pipeline falls behind (1: the rate asked for); its samples weigh as much more.");
+	for (size_t i = 0; i < n; i++) {
+		proc_labels(&o, "memtraced_sampler_thin_factor", &p[i]);
+		put(&o, "} %u\n", p[i].sampler_thin ? p[i].sampler_thin : 1);
+	}
 	if (d->version && d->kernel && d->attach_mode) {
 		family(&o, "memtraced_build_info", "gauge",
 		       "memtraced's version, the kernel it runs on and how its allocator probes attach.");

@@ -26,6 +26,7 @@ struct metrics_proc {
 	 * distinct-frame cap, past the Python names' budget */
 	uint64_t over_cap_frames, py_over_budget;
 	uint64_t thinned; /* samples left out under backpressure, their weight on the kept ones */
+	unsigned sampler_thin; /* the in-process sampler keeps 1 in this many now (1: all) */
 };
 
 struct metrics_daemon {

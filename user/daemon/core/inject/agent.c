@@ -400,6 +400,7 @@ int inject_agent_run(struct inject_agent *a, const char *path, uint64_t op, uint
 	res->ret = r.ret;
 	res->version = r.version;
 	res->check_addr = r.check_addr;
+	res->thin_addr = r.thin_addr;
 	return 0;
 }
 

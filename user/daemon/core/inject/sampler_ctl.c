@@ -68,6 +68,7 @@ static int load_in(struct inject_session *s, struct sampler_ctl *c, char *err, s
 	    inject_session_dlsym(s, handle, "memtraced_sampler_start", &c->start, err, errlen) != 0 ||
 	    inject_session_dlsym(s, handle, "memtraced_sampler_stop", &c->stop, err, errlen) != 0 ||
 	    inject_session_dlsym(s, handle, "memtraced_sampler_check", &c->check, err, errlen) != 0 ||
+	    inject_session_dlsym(s, handle, "memtraced_sampler_thin", &c->thin, err, errlen) != 0 ||
 	    inject_session_call(s, version_fn, NULL, 0, &version, err, errlen) != 0)
 		return -1;
 	c->version = (long)version;
@@ -143,6 +144,7 @@ static int agent_job(struct sampler_ctl *c, uint64_t op, uint64_t a0, uint64_t a
 	}
 	c->version = (long)res->version;
 	c->check = res->check_addr;
+	c->thin = res->thin_addr;
 	return 0;
 }
 

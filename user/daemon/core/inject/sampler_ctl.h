@@ -12,13 +12,14 @@
 #include "sampler_check.h"
 
 #define SAMPLER_LIB_NAME "libmemtraced_sampler.so"
-#define SAMPLER_VERSION 3
+#define SAMPLER_VERSION 4
 
 struct sampler_ctl {
 	pid_t pid;
 	char path[4096];        /* the library, as both we and the target see it */
 	uint64_t start, stop;   /* its functions' addresses in the target */
 	uint64_t check;         /* its memtraced_sampler_check, in the target */
+	uint64_t thin;          /* its memtraced_sampler_thin, in the target */
 	long version;
 	double rate;            /* the sampling rate to start it at */
 	bool reused;            /* it was loaded already (an earlier --inject) */

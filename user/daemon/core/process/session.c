@@ -205,6 +205,8 @@ struct session *session_begin(const struct session_opts *o, char *err, size_t er
 		goto fail;
 	}
 	s->probes = tracer_mode_name(tracer_mode(s->tracer));
+	/* the BPF countdown samples (not an in-process sampler's probes): it can thin itself */
+	s->src_bpf = !o->floor && !s->thin_off && tracer_mode(s->tracer) != TRACER_MODE_USDT;
 	session_python_start(s);
 	s->last_tick_ns = trace_out_mono_now_ns();
 	/* Records are queued from now on; they are handled once the trace is started. */
@@ -342,6 +344,7 @@ static void stop_intake(struct session *s)
 	while (!closed) handle_items(s, rq_take_all(s->queue, 100, &closed));
 	pthread_join(s->intake, NULL);
 	s->intake_started = false;
+	session_source_thin_off(s);
 }
 
 /* An in-process sampler passes on only the calls it samples: below rate 1 the probes do not
@@ -400,6 +403,9 @@ void session_get_totals(struct session *s, struct session_totals *t)
 	t->drop_ringbuf = st.drop_ringbuf;
 	t->drop_queue = st.drop_queue;
 	t->thinned = atomic_load(&s->thinned);
+	unsigned src_k = atomic_load(&s->src_k);
+	t->src_thin = src_k > 1 ? src_k : 1;
+	t->src_thin_max = atomic_load(&s->src_k_max);
 	t->thin_max = atomic_load(&s->thin_max);
 	t->drop_busy = st.drop_busy;
 	t->drop_map_full = st.drop_map_full;
@@ -504,6 +510,10 @@ void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 		fprintf(out, "; %llu samples thinned while the pipeline fell behind (1 kept in up to "
 			"%u, its weight raised as much: estimates unbiased)", (unsigned long long)t.thinned,
 			t.thin_max);
+	if (t.src_thin_max > 1)
+		fprintf(out, "; %s rate lowered up to %u-fold while the pipeline fell behind (1 "
+			"sample kept in so many, its weight raised as much)",
+			s->src_bpf ? "the BPF probes'" : "the in-process sampler's", t.src_thin_max);
 	fprintf(out, "; %llu frees reconciled", (unsigned long long)t.reconciled_frees);
 	if (t.samples && t.drop_ringbuf)
 		fprintf(out, "; records of %llu bytes on average, %llu at most (--ring-size, "

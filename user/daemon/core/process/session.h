@@ -62,6 +62,7 @@ struct session_totals {
 	uint64_t over_cap_frames, py_over_budget; /* frames named for the parser's memory caps */
 	uint64_t thinned;                     /* samples left out under backpressure ... */
 	unsigned thin_max;                    /* ... keeping 1 in at most this many */
+	unsigned src_thin, src_thin_max;      /* the in-process sampler's thinning now, at most */
 	uint64_t contexts;                    /* trie nodes */
 	uint64_t stacks;                      /* distinct call stacks sampled */
 	uint64_t nsamples;                    /* samples in the records (sum of nsamples) */
@@ -132,5 +133,10 @@ struct trie *session_trie(struct session *s);
 /* How full its tracer's ring buffer is, 0 .. 1, or -1 (tracer_ring_fill). */
 double session_ring_fill(struct session *s);
 void session_close(struct session *s);
+
+/* The in-process sampler's memtraced_sampler_thin in the target, at addr: when the pipeline
+ * falls behind, the sampler thins at the source (the probes and the BPF side's work fall
+ * too), not only the sink (session_intake.c). 0: none. */
+void session_set_source_thin(struct session *s, uint64_t addr);
 
 #endif

@@ -118,6 +118,15 @@ struct session {
 	bool thin_off;        /* rate 1 asks for every allocation: no thinning (a full queue
 				 drops, and says so) */
 	unsigned thin_block_k, thin_block_left, thin_pick;
+	/* ... and at the source: the in-process sampler's memtraced_sampler_thin in the target
+	 * (0: none), the factor written there last (the sink's thread only) and when, the most */
+	atomic_uint_least64_t src_thin_addr;
+	bool src_bpf;         /* no sampler: the BPF side's countdown thins (tracer_set_thin) */
+	atomic_bool src_off;  /* the session ends: the source is left thinning no more */
+	atomic_uint src_k;
+	uint64_t src_changed_ns, src_calm_ns; /* last change; since when the sink thins nothing */
+	unsigned src_fill;    /* the queue's fill (permille) at the last change */
+	atomic_uint src_k_max;
 	uint64_t codes[MAX_CODES];
 	uint64_t bt[MAX_CODES];
 	/* anonymous mappings (session_records.c) */
@@ -155,5 +164,6 @@ void session_note_allocator(struct session *s, const struct alloc_sites *sites);
 void *session_intake_main(void *arg);
 extern const struct tracer_callbacks session_queue_callbacks;
 void session_intake_wake(struct session *s);
+void session_source_thin_off(struct session *s); /* the intake stopped: the sampler thins no more */
 
 #endif

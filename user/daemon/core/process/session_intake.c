@@ -9,10 +9,12 @@
 #include "output/trace_out.h"
 #include "record_queue.h"
 #include "tracer/tracer.h"
+#include "sampler_thin.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/uio.h>
 
 /* Intake thread: the unwinder of a just-started program, once, handed to the session thread
  * through early_done. */
@@ -69,6 +71,87 @@ static unsigned thin_keeps(struct session *s, unsigned k)
 	return at == s->thin_pick ? bk : 0;
 }
 
+#define SRC_RAISE_NS (100ull * 1000000) /* a raise shows in the queue's fill within this */
+#define SRC_LOWER_NS (1000ull * 1000000) /* caught up this long: the factor halves */
+
+/* k into the sampler's struct memtraced_sampler_thin at addr (sampler.h), only if its magic
+ * is there: a process that has just exec'd (records still come in) has another program at
+ * that address, which must never be written. */
+static bool write_source_thin(struct session *s, uint64_t addr, unsigned k)
+{
+	uint64_t magic = 0;
+	struct iovec local = {.iov_base = &magic, .iov_len = sizeof magic};
+	struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = sizeof magic};
+	if (process_vm_readv(s->pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof magic ||
+	    magic != MEMTRACED_SAMPLER_THIN_MAGIC)
+		return false;
+	uint32_t v = k;
+	local = (struct iovec){.iov_base = &v, .iov_len = sizeof v};
+	remote = (struct iovec){.iov_base = (void *)(uintptr_t)(addr + 8), .iov_len = sizeof v};
+	return process_vm_writev(s->pid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof v;
+}
+
+/* k to the source: the in-process sampler's word, else the BPF side's slot. */
+static bool source_write(struct session *s, unsigned k)
+{
+	uint64_t addr = atomic_load(&s->src_thin_addr);
+	if (addr) {
+		if (write_source_thin(s, addr, k)) return true;
+		atomic_store(&s->src_thin_addr, 0); /* gone, or not ours to write: the sink thins */
+		return false;
+	}
+	if (!s->src_bpf) return false;
+	tracer_set_thin(s->tracer, k);
+	return true;
+}
+
+/* Thinning at the source: the in-process sampler (or, with uprobes, the BPF countdown) keeps 1
+ * in src_k of its samples (weights raised as much, unbiased as the sink's), so the probes, the
+ * BPF copies and the ring carry k-fold less. While the queue is past half (the sink thins) and
+ * not draining (as full as at the last change, SRC_RAISE_NS ago at least: the queue must first
+ * show a raise) the factor doubles, up to SRC_MAX; once the sink has had nothing to thin for
+ * SRC_LOWER_NS it halves. Doubling, not multiplying by the sink's factor: both thin the same
+ * samples, and a factor higher than needed only adds variance (k 1024 at the source and 512 at
+ * the sink left a handful of samples of a 2 s run, its estimate 4% of the truth). */
+#define SRC_MAX 256
+
+static void source_thin(struct session *s, unsigned f, unsigned fill)
+{
+	unsigned k = atomic_load(&s->src_k);
+	if (!k) k = 1;
+	if ((f <= 1 && k <= 1) || atomic_load(&s->src_off)) return;
+	if (!s->src_bpf && !atomic_load(&s->src_thin_addr)) return;
+	uint64_t now = trace_out_mono_now_ns();
+	unsigned want = k;
+	if (f > 1 && now - s->src_changed_ns >= SRC_RAISE_NS && (k == 1 || fill >= s->src_fill))
+		want = k * 2 > SRC_MAX ? SRC_MAX : k * 2;
+	else if (f > 1)
+		s->src_calm_ns = 0;
+	else if (k > 1) { /* nothing to thin at the sink: for SRC_LOWER_NS, the factor halves */
+		if (!s->src_calm_ns) s->src_calm_ns = now;
+		else if (now - s->src_calm_ns >= SRC_LOWER_NS) want = k / 2, s->src_calm_ns = now;
+	}
+	if (want == k || !source_write(s, want)) return;
+	atomic_store(&s->src_k, want);
+	s->src_changed_ns = now;
+	s->src_fill = fill;
+	if (want > atomic_load(&s->src_k_max)) atomic_store(&s->src_k_max, want);
+}
+
+void session_set_source_thin(struct session *s, uint64_t addr)
+{
+	if (s && !s->thin_off) atomic_store(&s->src_thin_addr, addr);
+}
+
+/* The session ends: the sampler is left as it was found (not thinning). */
+void session_source_thin_off(struct session *s)
+{
+	if (atomic_load(&s->src_k) > 1) source_write(s, 1);
+	atomic_store(&s->src_thin_addr, 0);
+	atomic_store(&s->src_off, true);
+	atomic_store(&s->src_k, 1);
+}
+
 /* The tracer's sink, on the thread that reads the ring buffer for every traced process:
  * copy the records into the queue, in ring-buffer order, never waiting (a full queue drops
  * the record, which the tracer counts). */
@@ -86,7 +169,9 @@ static int queue_alloc(void *ctx, const struct tracer_alloc *a)
 	struct tracer_alloc kept;
 	bool over = false;
 	if (a->origin != TRACER_FROM_MAPPING && !s->thin_off) { /* (a mapping's unmaps need it whole) */
-		unsigned k = thin_keeps(s, thin_factor(rq_fill_permille(s->queue)));
+		unsigned fill = rq_fill_permille(s->queue), f = thin_factor(fill);
+		source_thin(s, f, fill);
+		unsigned k = thin_keeps(s, f);
 		if (!k) {
 			atomic_fetch_add(&s->thinned, 1);
 			return 1; /* thinned, not dropped: the kept ones carry its weight */

@@ -188,7 +188,8 @@ void targets_publish(struct targets *ts)
 			.allocated_bytes = ls.alloc_nsamples * per_sample, .samples = tot.samples,
 			.drop_ringbuf = tot.drop_ringbuf, .drop_map_full = tot.drop_map_full,
 			.drop_stack_copy = tot.drop_stack_copy, .over_cap_frames = tot.over_cap_frames,
-			.py_over_budget = tot.py_over_budget, .thinned = tot.thinned};
+			.py_over_budget = tot.py_over_budget, .thinned = tot.thinned,
+			.sampler_thin = tot.src_thin ? tot.src_thin : 1};
 		char name[8192], args[3100], svc[1400] = "", esc[1300], size[32], alloc[32];
 		html(name, sizeof name, t->exe);
 		read_args(t);

@@ -150,6 +150,16 @@ static void say_tracing(const struct targets *ts, const struct target *t)
 		 attached);
 	if (t->sites.notes[0]) msg_note("%s", t->sites.notes);
 }
+/* -- CMD under --inject: on the hold's thread, at the program's entry point (its session is
+ * open by then): the sampler placed, and the session told where its thinning is. */
+static void sampler_at_entry(void *ctx, pid_t pid, long ptrace_options)
+{
+	struct target *t = ctx;
+	inject_mode_at_entry(t->sampler, pid, ptrace_options);
+	struct session *s = __atomic_load_n(&t->s, __ATOMIC_ACQUIRE);
+	if (s && t->sampler->started) session_set_source_thin(s, t->sampler->thin);
+}
+
 
 int target_start_session(struct targets *ts, struct target *t, bool before_exec, char *err,
 			 size_t errlen)
@@ -169,7 +179,7 @@ int target_start_session(struct targets *ts, struct target *t, bool before_exec,
 					     errlen);
 		if (rc < 0) return -1;
 		/* -- CMD: the sampler goes in at its entry point, from the hold's thread */
-		if (t->sampler && before_exec) hold_set_entry_fn(t->hold, inject_mode_at_entry, t->sampler);
+		if (t->sampler && before_exec) hold_set_entry_fn(t->hold, sampler_at_entry, t);
 	} else if (o->inject && t->inherited_sampler[0] && !t->begun) {
 		so.tracer = inject_mode_child_tracer(o, t->pid, t->inherited_sampler);
 	} else if (!o->inject && !o->no_carried && !o->probe_floor && !t->begun && t->initial && !before_exec) {
@@ -202,6 +212,7 @@ int target_start_session(struct targets *ts, struct target *t, bool before_exec,
 		t->sampler = NULL;
 		return -1;
 	}
+	if (t->sampler && !before_exec) session_set_source_thin(t->s, t->sampler->thin);
 	if (t->hold) exec_prep_watch(ts->prep, t->pid, t->s); /* muted at its exec */
 	t->active = true;
 	t->ok = true;

@@ -260,6 +260,11 @@ int tracer_attach_sites(struct tracer *t, const struct alloc_sites *sites, char 
 	return attach_sites(t, sites, err, errlen);
 }
 
+void tracer_set_thin(struct tracer *t, unsigned k)
+{
+	if (t) host_set_thin(t, k);
+}
+
 void tracer_mute(struct tracer *t)
 {
 	if (t) host_mute(t);

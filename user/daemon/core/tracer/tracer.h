@@ -174,6 +174,10 @@ const char *tracer_mode_name(enum tracer_mode mode);
  * exec: the calls from now on are the new program's, which has a tracer of its own). Cheaper
  * than detaching, which follows later (tracer_detach). */
 void tracer_mute(struct tracer *t);
+/* From any thread: the BPF side keeps 1 in k of the calls its countdown samples, their sample
+ * counts multiplied by k (1: all; backpressure, issue 37). Allocator probes only (a USDT
+ * tracer's samples are the in-process sampler's: it thins them itself). */
+void tracer_set_thin(struct tracer *t, unsigned k);
 /* Removes the probes (the target runs on unharmed) but keeps the maps and the ring buffer:
  * after it no new record or count appears, so a final tracer_poll/tracer_reconcile and
  * tracer_get_stats see everything. Not thread-safe with tracer_attach_sites. NULL is allowed. */

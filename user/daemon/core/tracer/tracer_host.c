@@ -394,6 +394,7 @@ int host_take_slot(const struct host_key *k, struct tracer *t, char *err, size_t
 	struct mt_slot *sl = (struct mt_slot *)&h->skel->bss->slots[slot];
 	__atomic_store_n(&sl->muted, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&sl->mapping_sampled, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&sl->thin, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&sl->tgid, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&sl->owner, owner, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&h->lock);
@@ -417,6 +418,13 @@ int host_set_python(struct tracer *t, const struct mt_py_layout *layout)
 	struct mt_py_layout l = *layout;
 	l.owner = t->owner;
 	return bpf_map_update_elem(bpf_map__fd(t->host->skel->maps.py_layout), &slot, &l, BPF_ANY);
+}
+
+void host_set_thin(struct tracer *t, unsigned k)
+{
+	if (!t->host) return;
+	struct mt_slot *sl = (struct mt_slot *)&t->host->skel->bss->slots[MT_OWNER_SLOT(t->owner)];
+	__atomic_store_n(&sl->thin, k, __ATOMIC_RELAXED);
 }
 
 void host_mute(struct tracer *t)

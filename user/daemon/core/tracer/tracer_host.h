@@ -39,6 +39,7 @@ void host_set_tgid(struct tracer *t, pid_t pid);
  * process from now on. 0, or -1 with a message. */
 int host_start(struct tracer *t, char *err, size_t errlen);
 void host_mute(struct tracer *t);
+void host_set_thin(struct tracer *t, unsigned k); /* the slot's thin (tracer_set_thin) */
 /* The slot's Python layout (include/python_frames.h): its samples carry Python frames. */
 int host_set_python(struct tracer *t, const struct mt_py_layout *layout);
 /* While held, the host's thread hands no record on (tracer_set_sink). */

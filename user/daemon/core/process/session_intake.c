@@ -143,12 +143,14 @@ void session_set_source_thin(struct session *s, uint64_t addr)
 	if (s && !s->thin_off) atomic_store(&s->src_thin_addr, addr);
 }
 
-/* The session ends: the sampler is left as it was found (not thinning). */
+/* The session ends: the source is left as it was found (not thinning). The sink's thread
+ * stops changing it first (src_off); one already past that check may still write once: the
+ * sampler's next start and the BPF slot's next owner set 1 again. */
 void session_source_thin_off(struct session *s)
 {
+	atomic_store(&s->src_off, true);
 	if (atomic_load(&s->src_k) > 1) source_write(s, 1);
 	atomic_store(&s->src_thin_addr, 0);
-	atomic_store(&s->src_off, true);
 	atomic_store(&s->src_k, 1);
 }
 

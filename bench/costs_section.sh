@@ -6,7 +6,8 @@
 # untraced, under memtraced -- CMD with uprobes (--inject=no), under memtraced -- CMD by
 # default (the in-process sampler), and under heaptrack; interleaved rounds. Keys:
 #   costs_clang_uprobes_vs_none, costs_clang_sampler_vs_none, costs_clang_heaptrack_vs_none,
-#   costs_perl_* the same; medians of per-round ratios.
+#   costs_perl_* the same; medians of per-round ratios; costs_clang_modes_top10_agree: the top 10
+#   functions by bytes allocated that both modes share (issue 38).
 costs_section() {
 	local d=$TMP/costs cxx=/usr/bin/clang++ perl=/usr/bin/perl ht
 	ht=$(command -v heaptrack || true)
@@ -32,8 +33,8 @@ costs_section() {
 				t0=$(date +%s.%N)
 				case $variant in
 				none) ${cmd[$prog]} >/dev/null 2>>"$d/err" ;;
-				uprobes) "$MEMTRACED" -q --inject=no -o "$d/t.ctf" -- ${cmd[$prog]} >/dev/null 2>>"$d/err" ;;
-				sampler) MEMTRACED_INJECT= "$MEMTRACED" -q -o "$d/t.ctf" -- ${cmd[$prog]} >/dev/null 2>>"$d/err" ;;
+				uprobes) "$MEMTRACED" -q --inject=no -o "$d/$prog-uprobes.ctf" -- ${cmd[$prog]} >/dev/null 2>>"$d/err" ;;
+				sampler) MEMTRACED_INJECT= "$MEMTRACED" -q -o "$d/$prog-sampler.ctf" -- ${cmd[$prog]} >/dev/null 2>>"$d/err" ;;
 				heaptrack) (cd "$d" && "$ht" -o "$d/ht" ${cmd[$prog]} >/dev/null 2>>"$d/err") ;;
 				esac
 				t1=$(date +%s.%N)
@@ -51,6 +52,17 @@ costs_section() {
 		# shellcheck disable=SC2046
 		set_result "costs_${prog}_none_s" "$(median $(cat "$d/$prog-none"))"
 	done
+	# the two modes read the same (issue 38): the top 10 functions by bytes allocated, of the
+	# last round's traces, in both lists
+	local rep=$TOP/$BUILD/bin/memtrace-report
+	if [ -s "$d/clang-uprobes.ctf" ] && [ -s "$d/clang-sampler.ctf" ]; then
+		for variant in uprobes sampler; do
+			"$rep" --by alloc --group function --top 10 "$d/clang-$variant.ctf" 2>/dev/null |
+				awk '/^ *[0-9]+\. / { n = split($0, f, "  +"); print f[n] }' | sort >"$d/top-$variant"
+		done
+		set_result costs_clang_modes_top10_agree "$(comm -12 "$d/top-uprobes" "$d/top-sampler" | grep -c .)"
+		note costs_clang_modes_top10_agree "of the top 10 functions by bytes allocated in clang's trace with uprobes, how many are in the top 10 with the in-process sampler (goal 10: the same program reads the same in both modes)"
+	else na costs_clang_modes_top10_agree "no traces of both modes"; fi
 	note costs_clang_sampler_vs_none "wall time of clang++ -O2 -c (a generated file of 150 templates over std containers) under memtraced -- CMD by default (the in-process sampler) over untraced; _uprobes: --inject=no; _heaptrack: heaptrack; medians of per-round ratios"
 	note costs_perl_sampler_vs_none "wall time of perl building and sorting a hash of 1M strings, the same variants"
 }

@@ -305,13 +305,20 @@ int stacks_cb_frame(Dwfl_Frame *frame, void *arg)
 		if (s->start == STACKS_IN_SAMPLER) {
 			Dwfl_Module *m = dwfl_addrmodule(s->dwfl, pc);
 			s->hidden = m && !module_is_executable(s, m) ? m : NULL;
+			s->hidden_pc = pc;
 		}
 		return DWARF_CB_OK;
 	}
 	if (s->hidden) {
-		if (dwfl_addrmodule(s->dwfl, pc - 1) == s->hidden)
+		if (dwfl_addrmodule(s->dwfl, pc - 1) == s->hidden) {
+			s->hidden_pc = pc - 1;
 			return DWARF_CB_OK;
+		}
 		s->hidden = NULL;
+		/* the wrapper the program called: operator new's frame as uprobes see it, so that
+		 * both modes give the same stacks (an allocating wrapper is told the same way) */
+		Dwarf_Addr f = stacks_sampler_frame(s, s->hidden_pc);
+		if (f && s->nframes < s->limits.max_frames) s->frames[s->nframes++].pc = f;
 	}
 	if (s->nframes >= s->limits.max_frames) {
 		s->frames_capped = true;

@@ -77,6 +77,7 @@ struct stacks {
 	int frame_index;
 	enum stacks_start start;  /* what frame 0 is */
 	Dwfl_Module *hidden;      /* that object, while its frames are being left out */
+	Dwarf_Addr hidden_pc;     /* the last of them: the wrapper the program called */
 	struct frame_pc frames[MAX_FRAMES];
 	int nframes;
 	struct unwind_memo memo;  /* unwinds remembered (unwind_memo.h) */
@@ -143,5 +144,17 @@ void stacks_note_cap(struct stacks *s, Dwfl_Module *mod, const char *cap);
 /* One walk of the sample set in s (stacks_walk.c): its frames into s->frames, s->nframes;
  * dwfl_getthread_frames's result. */
 int stacks_walk(struct stacks *s);
+
+/* A code of memtraced's own, for a frame that is no pc: "kind" and offset tell them apart. */
+uint64_t stacks_marker_code(struct stacks *s, const char *kind, uint64_t offset, const char *file,
+			    const char *defname);
+/* A frame that stands for the allocation function the program called where the in-process
+ * sampler's wrapper sat (its pc | this bit; stacks_sampler.c): operator new's frame, which the
+ * program's stacks show under uprobes. */
+#define STACKS_SAMPLER_FRAME (1ull << 63)
+/* The frame to put for the sampler's wrapper at pc (its outermost frame), or 0 for none. */
+Dwarf_Addr stacks_sampler_frame(struct stacks *s, Dwarf_Addr pc);
+/* The code of such a frame. */
+uint64_t stacks_sampler_code(struct stacks *s, Dwarf_Addr frame);
 
 #endif

@@ -37,6 +37,7 @@
 #include "maps.h"
 #include "perfmap.h"
 #include "symbolize.h"
+#include "stacks_sampler.h"
 #include "symcache.h"
 #include "u64map.h"
 
@@ -161,7 +162,7 @@ static uint64_t intern(struct stacks *s, uint64_t obj_hash, uint64_t offset, Dwf
 	return 0;
 }
 
-uint64_t stacks_marker_code(struct stacks *s, const char *kind, uint64_t offset, const char *file,
+static uint64_t marker_code(struct stacks *s, const char *kind, uint64_t offset, const char *file,
 			    const char *defname)
 {
 	return intern(s, hash_bytes('M', kind, strlen(kind)), offset, NULL, NULL, 0, SYMBOLIZE_FULL,
@@ -172,21 +173,27 @@ static uint64_t truncated_code(struct stacks *s, size_t stack_len)
 {
 	char defname[64];
 	snprintf(defname, sizeof defname, "[stack truncated at %zu bytes]", stack_len);
-	return stacks_marker_code(s, "truncated", stack_len, STACKS_TRUNCATED_FILE, defname);
+	return marker_code(s, "truncated", stack_len, STACKS_TRUNCATED_FILE, defname);
 }
 
 static uint64_t capped_code(struct stacks *s, int frames)
 {
 	char defname[64];
 	snprintf(defname, sizeof defname, "[stack cut at %d frames]", frames);
-	return stacks_marker_code(s, "capped", (uint64_t)frames, STACKS_TRUNCATED_FILE, defname);
+	return marker_code(s, "capped", (uint64_t)frames, STACKS_TRUNCATED_FILE, defname);
+}
+
+static uint64_t sampler_code(struct stacks *s, Dwarf_Addr frame) /* stacks_sampler.h */
+{
+	const char *name = sampler_new_name((int)(frame & ~STACKS_SAMPLER_FRAME));
+	return name ? marker_code(s, "sampler", frame & ~STACKS_SAMPLER_FRAME, "<operator new, through the sampler>", name) : 0;
 }
 
 static uint64_t unknown_code(struct stacks *s, Dwarf_Addr pc)
 {
 	char defname[64];
 	snprintf(defname, sizeof defname, "0x%" PRIx64, (uint64_t)pc);
-	return stacks_marker_code(s, "unknown", pc, STACKS_UNKNOWN_FILE, defname);
+	return marker_code(s, "unknown", pc, STACKS_UNKNOWN_FILE, defname);
 }
 
 /* ---- public API ---- */
@@ -400,7 +407,7 @@ static uint64_t jit_code(struct stacks *s, const struct maps_region *r, Dwarf_Ad
 	uint64_t seen = u64map_get(&s->jit_pcs, pc); /* distinct pcs: a re-read of the maps */
 	if (!seen && over_code_cap(s, false)) {       /* no memory per pc past the cap */
 		s->stats.over_cap_frames++;
-		s->cap_code = stacks_marker_code(s, CAP_KIND, 0, STACKS_TRUNCATED_FILE,
+		s->cap_code = marker_code(s, CAP_KIND, 0, STACKS_TRUNCATED_FILE,
 					  "[over the cap of distinct frames]");
 		return s->cap_code;
 	}
@@ -410,12 +417,12 @@ static uint64_t jit_code(struct stacks *s, const struct maps_region *r, Dwarf_Ad
 		if (name) s->stats.jit_named++;
 	}
 	if (name) {
-		return stacks_marker_code(s, "jitsym", start ^ hash_bytes('J', name, strlen(name)), r->name,
+		return marker_code(s, "jitsym", start ^ hash_bytes('J', name, strlen(name)), r->name,
 				   name);
 	}
 	char defname[96];
 	snprintf(defname, sizeof defname, "%s 0x%" PRIx64, r->name, (uint64_t)pc);
-	return stacks_marker_code(s, "jit", pc, r->name, defname);
+	return marker_code(s, "jit", pc, r->name, defname);
 }
 
 static uint64_t code_of_pc(struct stacks *s, Dwarf_Addr pc)
@@ -477,9 +484,9 @@ static uint64_t python_code(struct stacks *s, bool *last)
 	struct py_location loc;
 	int rc = stacks_py_take(s, &loc, last);
 	if (rc == PY_OVER_BUDGET)
-		return stacks_marker_code(s, "pybudget", 0, "<python>", "[over the Python names' memory budget]");
+		return marker_code(s, "pybudget", 0, "<python>", "[over the Python names' memory budget]");
 	if (rc < 0)
-		return stacks_marker_code(s, "pygone", 0, "<python>", "[code object gone]");
+		return marker_code(s, "pygone", 0, "<python>", "[code object gone]");
 	uint64_t key = u64_mix(loc.hash ^ u64_mix(loc.line + UINT64_C(0x51ed27)));
 	uint64_t code = u64map_get(&s->py_codes, key);
 	if (code)
@@ -515,7 +522,7 @@ static int frames_to_codes(struct stacks *s, uint64_t *codes, int max_codes)
 		}
 		if (splice || stacks_py_hides(s, pc))
 			continue;
-		uint64_t code = pc & STACKS_SAMPLER_FRAME ? stacks_sampler_code(s, pc) : code_of_pc(s, pc);
+		uint64_t code = pc & STACKS_SAMPLER_FRAME ? sampler_code(s, pc) : code_of_pc(s, pc);
 		if (code)
 			codes[n++] = code;
 	}

@@ -3,6 +3,7 @@
  * sample's registers); the memory reads (the stack copy, constant mappings); each frame found. */
 #include "stacks_int.h"
 #include "debug_copy.h"
+#include "stacks_sampler.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -285,6 +286,16 @@ static bool module_is_executable(struct stacks *s, Dwfl_Module *m)
 	       a.st_ino == b.st_ino;
 }
 
+/* The symbol pc lies in, or NULL. */
+static const char *frame_symbol(struct stacks *s, Dwarf_Addr pc)
+{
+	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
+	struct object *o = mod ? stacks_module_object(s, mod) : NULL;
+	if (!o || o->depth == SYMBOLIZE_OFFSET) return NULL;
+	symindex_build(&o->syms, mod);
+	return symindex_find(&o->syms, pc);
+}
+
 int stacks_cb_frame(Dwfl_Frame *frame, void *arg)
 {
 	struct stacks *s = arg;
@@ -317,8 +328,9 @@ int stacks_cb_frame(Dwfl_Frame *frame, void *arg)
 		s->hidden = NULL;
 		/* the wrapper the program called: operator new's frame as uprobes see it, so that
 		 * both modes give the same stacks (an allocating wrapper is told the same way) */
-		Dwarf_Addr f = stacks_sampler_frame(s, s->hidden_pc);
-		if (f && s->nframes < s->limits.max_frames) s->frames[s->nframes++].pc = f;
+		int i = sampler_new_index(frame_symbol(s, s->hidden_pc));
+		if (i >= 0 && s->nframes < s->limits.max_frames)
+			s->frames[s->nframes++].pc = STACKS_SAMPLER_FRAME | (Dwarf_Addr)i;
 	}
 	if (s->nframes >= s->limits.max_frames) {
 		s->frames_capped = true;

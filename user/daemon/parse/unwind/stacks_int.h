@@ -145,16 +145,8 @@ void stacks_note_cap(struct stacks *s, Dwfl_Module *mod, const char *cap);
  * dwfl_getthread_frames's result. */
 int stacks_walk(struct stacks *s);
 
-/* A code of memtraced's own, for a frame that is no pc: "kind" and offset tell them apart. */
-uint64_t stacks_marker_code(struct stacks *s, const char *kind, uint64_t offset, const char *file,
-			    const char *defname);
-/* A frame that stands for the allocation function the program called where the in-process
- * sampler's wrapper sat (its pc | this bit; stacks_sampler.c): operator new's frame, which the
- * program's stacks show under uprobes. */
+/* A frame that stands for the operator new the program called where the in-process sampler's
+ * wrapper sat (stacks_sampler.h): this bit | its index. */
 #define STACKS_SAMPLER_FRAME (1ull << 63)
-/* The frame to put for the sampler's wrapper at pc (its outermost frame), or 0 for none. */
-Dwarf_Addr stacks_sampler_frame(struct stacks *s, Dwarf_Addr pc);
-/* The code of such a frame. */
-uint64_t stacks_sampler_code(struct stacks *s, Dwarf_Addr frame);
 
 #endif

@@ -68,13 +68,40 @@ int main(void)
 					     it->a.stack[it->a.stack_len - 1] != (uint8_t)(seq & 0xff)))
 				bad++;
 		}
-		rq_free_items(list);
+		rq_recycle(q, list); /* as the session does: the next pushes reuse them */
 	}
 	pthread_join(th, NULL);
 	CHECKF("threaded_in_order", next == N_RECORDS && bad == 0, "%llu records, %llu bad",
 	       (unsigned long long)next, (unsigned long long)bad);
 	CHECKF("bounded", rq_high_water(q) <= (1 << 20) + 400 + sizeof(struct rq_item),
 	       "high water %zu", rq_high_water(q));
+	rq_destroy(q);
+
+	/* A queue whose producer never waits, filled past its bound round after round: refused
+	 * pushes go back to the spares, the taken items are recycled, and every record taken is
+	 * whole (a refused item once went back with a stale link: spares listed twice). */
+	q = rq_new(64 << 10);
+	rq_never_wait(q);
+	uint8_t big[4000];
+	uint64_t seq = 0, refused = 0, taken = 0;
+	bad = 0;
+	for (int round = 0; round < 50; round++) {
+		for (int i = 0; i < 40; i++, seq++) {
+			memset(big, (int)(seq & 0xff), sizeof big);
+			struct tracer_alloc b = {.seq = seq, .regs = regs, .stack = big,
+						 .stack_len = 1000 + (uint32_t)(seq % 3000)};
+			if (rq_push_alloc(q, &b) < 0) refused++;
+		}
+		list = rq_take_all(q, 0, &closed);
+		for (struct rq_item *it = list; it; it = it->next, taken++)
+			if (it->a.stack[0] != (uint8_t)(it->a.seq & 0xff) ||
+			    it->a.stack[it->a.stack_len - 1] != (uint8_t)(it->a.seq & 0xff))
+				bad++;
+		rq_recycle(q, list);
+	}
+	CHECKF("refused_and_recycled_whole", refused > 0 && taken + refused == seq && bad == 0,
+	       "%llu pushed, %llu refused, %llu taken, %llu damaged", (unsigned long long)seq,
+	       (unsigned long long)refused, (unsigned long long)taken, (unsigned long long)bad);
 	rq_destroy(q);
 	return CHECK_DONE();
 }

@@ -158,6 +158,7 @@ static int push(struct record_queue *q, struct rq_item *it, size_t size, bool ov
 	size_t bound = over && q->never_wait ? 2 * q->max_bytes : q->max_bytes;
 	if (q->never_wait && !q->closed && q->bytes > 0 && q->bytes + size > bound) {
 		pthread_mutex_unlock(&q->lock);
+		it->next = NULL; /* a list of one: its next is a spare's old link, or unset */
 		rq_recycle(q, it);
 		return -1;
 	}

@@ -21,60 +21,62 @@ if ! bpf_ready; then
 	skip backpressure_bpf "needs root and /sys/kernel/btf/vmlinux"
 	exit 0
 fi
-loaders=()
-for _ in 1 2; do (while :; do :; done) & loaders+=($!); done
-MEMTRACED_TEST_QUEUE_BYTES=$((4 << 20)) "$MT" --inject=required --rate 1e-3 -o "$TMP/t.ctf" -- "$PROG" 3 \
-	>"$TMP/out" 2>"$TMP/err"
+# loaded NAME QUEUE_BYTES MEMTRACED_ARGS... : the program for its seconds under memtraced, two
+# busy loops beside; NAME.ctf, NAME.out, NAME.err in $TMP
+loaded() {
+	local name=$1 queue=$2 loaders=()
+	shift 2
+	for _ in 1 2; do (while :; do :; done) & loaders+=($!); done
+	MEMTRACED_TEST_QUEUE_BYTES=$queue "$MT" -o "$TMP/$name.ctf" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+	local rc=$?
+	kill "${loaders[@]}" 2>/dev/null
+	wait "${loaders[@]}" 2>/dev/null
+	return $rc
+}
+# estimate NAME CHECK: the bytes the trace estimates within 10% of the program's own count
+estimate() {
+	local name=$1 check=$2 truth rate samples est
+	truth=$(sed -n 's/^truth bytes \([0-9]*\) .*/\1/p' "$TMP/$name.out")
+	"$DUMP" "$TMP/$name.ctf" >"$TMP/$name.dump" 2>/dev/null
+	rate=$(sed -n 's/^info sample_rate=//p' "$TMP/$name.dump")
+	samples=$(sed -n 's/^summary .* samples=\([0-9]*\) .*/\1/p' "$TMP/$name.dump")
+	est=$(awk -v s="${samples:-0}" -v r="${rate:-1}" 'BEGIN { printf "%.0f", s * 8 / r }')
+	if [ -n "$truth" ] && [ -n "$samples" ] &&
+		awk -v e="$est" -v t="$truth" 'BEGIN { d = e - t; if (d < 0) d = -d; exit !(t > 0 && d / t <= 0.10) }'; then
+		pass "$check"
+	else fail "$check" "estimated $est bytes ($samples samples at rate $rate), the program's $truth"; fi
+	echo "# backpressure, $name: estimated $est bytes, truth $truth; $(grep -o '[0-9]* samples thinned[^;]*' "$TMP/$name.err"); $(grep -o "rate lowered up to [0-9]*-fold" "$TMP/$name.err")"
+}
+# queue_drops NAME: samples dropped for a full queue
+queue_drops() {
+	local n
+	n=$(sed -n "s/.*(of the ring buffer's: \([0-9]*\) the session's record queue full.*/\1/p" "$TMP/$1.err")
+	echo "${n:-0}"
+}
+
+loaded t $((4 << 20)) --inject=required --rate 1e-3 -- "$PROG" 3
 rc=$?
-kill "${loaders[@]}" 2>/dev/null
-wait "${loaders[@]}" 2>/dev/null
-check backpressure_program_ran test "$rc" = 0 -a -n "$(grep '^truth bytes' "$TMP/out")"
-check backpressure_inject_used grep -q 'GOT entries redirected\|sampler' "$TMP/err"
+check backpressure_program_ran test "$rc" = 0 -a -n "$(grep '^truth bytes' "$TMP/t.out")"
+check backpressure_inject_used grep -q 'GOT entries redirected\|sampler' "$TMP/t.err"
 # thinned by the sink (the queue past half), by the sampler at the source (its rate lowered
 # on the fly), or both: said in the summary
-if grep -q 'samples thinned while the pipeline fell behind (1 kept in up to [0-9]*\|the in-process sampler.s rate lowered up to [0-9]*-fold' "$TMP/err"; then
+if grep -q 'samples thinned while the pipeline fell behind (1 kept in up to [0-9]*\|the in-process sampler.s rate lowered up to [0-9]*-fold' "$TMP/t.err"; then
 	pass backpressure_thinning_said
-else fail backpressure_thinning_said "$(grep -m1 'dropped' "$TMP/err")"; fi
+else fail backpressure_thinning_said "$(grep -m1 'dropped' "$TMP/t.err")"; fi
 # the queue filled (4 MiB, two busy loops beside): the sampler was told to lower its rate
-if grep -q "the in-process sampler's rate lowered up to [0-9]*-fold" "$TMP/err"; then
+if grep -q "the in-process sampler's rate lowered up to [0-9]*-fold" "$TMP/t.err"; then
 	pass backpressure_source_rate_lowered
-else fail backpressure_source_rate_lowered "$(grep -m1 'dropped' "$TMP/err")"; fi
-queue=$(sed -n "s/.*(of the ring buffer's: \([0-9]*\) the session's record queue full.*/\1/p" "$TMP/err")
-check backpressure_no_queue_drop test "${queue:-0}" = 0
-truth=$(sed -n 's/^truth bytes \([0-9]*\) .*/\1/p' "$TMP/out")
-"$DUMP" "$TMP/t.ctf" >"$TMP/dump" 2>"$TMP/dump.err"
-rate=$(sed -n 's/^info sample_rate=//p' "$TMP/dump")
-samples=$(sed -n 's/^summary .* samples=\([0-9]*\) .*/\1/p' "$TMP/dump")
-est=$(awk -v s="${samples:-0}" -v r="${rate:-1}" 'BEGIN { printf "%.0f", s * 8 / r }')
-if [ -n "$truth" ] && [ -n "$samples" ] &&
-	awk -v e="$est" -v t="$truth" 'BEGIN { d = e - t; if (d < 0) d = -d; exit !(t > 0 && d / t <= 0.10) }'; then
-	pass backpressure_bytes_within_10pct
-else fail backpressure_bytes_within_10pct "estimated $est bytes ($samples samples at rate $rate), the program's $truth"; fi
-echo "# backpressure: estimated $est bytes, truth $truth; $(grep -o '[0-9]* samples thinned[^;]*' "$TMP/err"); $(grep -o "the in-process sampler's rate lowered up to [0-9]*-fold" "$TMP/err")"
+else fail backpressure_source_rate_lowered "$(grep -m1 'dropped' "$TMP/t.err")"; fi
+check backpressure_no_queue_drop test "$(queue_drops t)" = 0
+estimate t backpressure_bytes_within_10pct
 
 # The same with uprobes (--inject=no), at 1e-1 and a 1 MiB queue: the BPF countdown is told to
 # thin (the process's slot), and the estimate holds.
-loaders=()
-for _ in 1 2; do (while :; do :; done) & loaders+=($!); done
-MEMTRACED_TEST_QUEUE_BYTES=$((1 << 20)) "$MT" --inject=no --rate 1e-1 -o "$TMP/u.ctf" -- "$PROG" 2 \
-	>"$TMP/uout" 2>"$TMP/uerr"
+loaded u $((1 << 20)) --inject=no --rate 1e-1 -- "$PROG" 2
 rc=$?
-kill "${loaders[@]}" 2>/dev/null
-wait "${loaders[@]}" 2>/dev/null
-check backpressure_uprobes_program_ran test "$rc" = 0 -a -n "$(grep '^truth bytes' "$TMP/uout")"
-if grep -q "the BPF probes' rate lowered up to [0-9]*-fold" "$TMP/uerr"; then
+check backpressure_uprobes_program_ran test "$rc" = 0 -a -n "$(grep '^truth bytes' "$TMP/u.out")"
+if grep -q "the BPF probes' rate lowered up to [0-9]*-fold" "$TMP/u.err"; then
 	pass backpressure_uprobes_source_rate_lowered
-else fail backpressure_uprobes_source_rate_lowered "$(grep -m1 'dropped' "$TMP/uerr")"; fi
-queue=$(sed -n "s/.*(of the ring buffer's: \([0-9]*\) the session's record queue full.*/\1/p" "$TMP/uerr")
-check backpressure_uprobes_no_queue_drop test "${queue:-0}" = 0
-truth=$(sed -n 's/^truth bytes \([0-9]*\) .*/\1/p' "$TMP/uout")
-"$DUMP" "$TMP/u.ctf" >"$TMP/udump" 2>/dev/null
-rate=$(sed -n 's/^info sample_rate=//p' "$TMP/udump")
-samples=$(sed -n 's/^summary .* samples=\([0-9]*\) .*/\1/p' "$TMP/udump")
-est=$(awk -v s="${samples:-0}" -v r="${rate:-1}" 'BEGIN { printf "%.0f", s * 8 / r }')
-if [ -n "$truth" ] && [ -n "$samples" ] &&
-	awk -v e="$est" -v t="$truth" 'BEGIN { d = e - t; if (d < 0) d = -d; exit !(t > 0 && d / t <= 0.10) }'; then
-	pass backpressure_uprobes_bytes_within_10pct
-else fail backpressure_uprobes_bytes_within_10pct "estimated $est bytes ($samples samples at rate $rate), the program's $truth"; fi
-echo "# backpressure, uprobes: estimated $est bytes, truth $truth; $(grep -o '[0-9]* samples thinned[^;]*' "$TMP/uerr"); $(grep -o "the BPF probes' rate lowered up to [0-9]*-fold" "$TMP/uerr")"
-
+else fail backpressure_uprobes_source_rate_lowered "$(grep -m1 'dropped' "$TMP/u.err")"; fi
+check backpressure_uprobes_no_queue_drop test "$(queue_drops u)" = 0
+estimate u backpressure_uprobes_bytes_within_10pct

@@ -7,7 +7,8 @@
 # default (the in-process sampler), and under heaptrack; interleaved rounds. Keys:
 #   costs_clang_uprobes_vs_none, costs_clang_sampler_vs_none, costs_clang_heaptrack_vs_none,
 #   costs_perl_* the same; medians of per-round ratios; costs_clang_modes_top10_agree: the top 10
-#   functions by bytes allocated that both modes share (issue 38).
+#   functions by bytes allocated that both modes share (issue 38); clang_truncated_share_peak:
+#   what part of the live bytes at the peak has a stack cut by the copy's size (issue 38).
 costs_section() {
 	local d=$TMP/costs cxx=/usr/bin/clang++ perl=/usr/bin/perl ht
 	ht=$(command -v heaptrack || true)
@@ -63,6 +64,34 @@ costs_section() {
 		set_result costs_clang_modes_top10_agree "$(comm -12 "$d/top-uprobes" "$d/top-sampler" | grep -c .)"
 		note costs_clang_modes_top10_agree "of the top 10 functions by bytes allocated in clang's trace with uprobes, how many are in the top 10 with the in-process sampler (goal 10: the same program reads the same in both modes)"
 	else na costs_clang_modes_top10_agree "no traces of both modes"; fi
+	costs_deep_stacks "$d"
 	note costs_clang_sampler_vs_none "wall time of clang++ -O2 -c (a generated file of 150 templates over std containers) under memtraced -- CMD by default (the in-process sampler) over untraced; _uprobes: --inject=no; _heaptrack: heaptrack; medians of per-round ratios"
 	note costs_perl_sampler_vs_none "wall time of perl building and sorting a hash of 1M strings, the same variants"
+}
+
+# Deep stacks (issue 38): clang++ instantiating a chain of 200 class templates (each a
+# std::vector of the next) recurses deep: most of its live bytes at the peak were allocated
+# more than 64 KiB down its stack. The share of the live bytes at the peak whose stack ends in the
+# "[stack truncated at N bytes]" marker, by default and at the former ceiling (64 KiB).
+costs_deep_stacks() {
+	local d=$1 fg=$TOP/$BUILD/bin/memtrace-flamegraph sb
+	{
+		echo '#include <vector>'
+		echo 'template <int N> struct R { std::vector<R<N - 1>> v;'
+		echo '  int f() { v.emplace_back(); return v.back().f() + (int)v.size(); } };'
+		echo 'template <> struct R<0> { int f() { return 0; } };'
+		echo 'int g() { return R<200>().f(); }'
+	} >"$d/deep.cc"
+	for sb in default 65536; do
+		local opt=() key=clang_truncated_share_peak
+		[ "$sb" = default ] || { opt=(--stack-bytes "$sb"); key=${key}_at_64k; }
+		MEMTRACED_INJECT= "$MEMTRACED" -q "${opt[@]}" -o "$d/deep-$sb.ctf" -- /usr/bin/clang++ -O2 -c "$d/deep.cc" -o "$d/deep.o" >/dev/null 2>>"$d/err"
+		local share
+		share=$("$fg" --at peak --folded "$d/deep-$sb.ctf" 2>/dev/null |
+			awk '{ t += $NF; if (index($0, "[stack truncated at ")) c += $NF }
+			     END { if (t > 0) printf "%.2f\n", 100 * c / t }')
+		if [ -n "$share" ]; then set_result "$key" "$share"
+		else na "$key" "no trace of clang++ on the deep input"; fi
+	done
+	note clang_truncated_share_peak "percent of the live bytes at the peak of clang++ -O2 -c on a chain of 200 class templates (each a std::vector of the next) whose stack was cut by the copy's size, memtraced -- CMD by default (goal <= 1%; _at_64k: --stack-bytes 65536, the ceiling before)"
 }

@@ -592,6 +592,44 @@ struct {
 	__type(value, struct record_scratch);
 } scratch SEC(".maps");
 
+/* A deep stack's bytes past the first MT_STACK_BYTES_MAX go first, in MT_REC_STACK_MORE
+ * records of up to MT_STACK_BYTES_MAX each (one record of a constant-size scratch cannot hold
+ * them): one bpf_loop step per piece, through the same scratch, which the alloc record reuses
+ * after them. A piece copied short, or refused by a full ring, is the last. */
+static long more_step(__u64 i, void *data)
+{
+	/* its state is the CPU's (a bpf_loop context on the stack took the probe's stack over
+	 * the verifier's 512 bytes) */
+	struct mt_cpu_state *m = this_cpu_state();
+	__u64 off = (i + 1) * MT_STACK_BYTES_MAX;
+	if (off >= m->more_len || m->more_sent != off - MT_STACK_BYTES_MAX)
+		return 1;
+	__u64 n = m->more_len - off;
+	if (n > MT_STACK_BYTES_MAX)
+		n = MT_STACK_BYTES_MAX;
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct record_scratch *sc = bpf_map_lookup_elem(&scratch, &cpu);
+	if (!sc)
+		return 1;
+	struct mt_stack_more_record *r = (struct mt_stack_more_record *)sc->b;
+	__u32 got = copy_stack(r->data, m->more_sp + off, n);
+	if (!got)
+		return 1;
+	__u64 id = bpf_get_current_pid_tgid();
+	r->type = MT_REC_STACK_MORE;
+	r->owner = m->more_owner;
+	r->pid = id >> 32;
+	r->tid = (__u32)id;
+	r->seq = m->more_seq;
+	r->offset = (__u32)off;
+	r->len = got;
+	if (bpf_ringbuf_output(&events, r, sizeof(*r) + bounded(got, MT_STACK_BYTES_MAX),
+			       BPF_RB_NO_WAKEUP))
+		return 1;
+	m->more_sent += got;
+	return got < n;
+}
+
 /* Where an allocation record comes from (a constant at each call site). */
 enum alloc_kind {
 	KIND_PROBE,    /* an allocator's uprobe, written at its return: regs as at its entry */
@@ -651,6 +689,14 @@ static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cou
 	__u64 *end = bpf_map_lookup_elem(&stack_ends, &tid);
 	if (end && *end > sp && *end - sp + STACK_END_SLACK < len)
 		len = *end - sp + STACK_END_SLACK;
+	struct mt_cpu_state *st = this_cpu_state();
+	st->more_sp = sp;
+	st->more_len = len;
+	st->more_seq = seq;
+	st->more_owner = owner;
+	st->more_sent = 0;
+	if (len > MT_STACK_BYTES_MAX)
+		bpf_loop(MT_STACK_MORE_CHUNKS, more_step, NULL, 0);
 	struct mt_alloc_record *r = (struct mt_alloc_record *)sc->b;
 	__u8 *stack = sc->b + sizeof(*r);
 	__u32 copied = copy_stack(stack, sp, len);
@@ -696,6 +742,8 @@ static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cou
 	r->py_codes = (__u8)py_codes;
 	r->stack_len = copied;
 	r->stack_reserved = reserved;
+	r->stack_more = copied == MT_STACK_BYTES_MAX ? st->more_sent : 0; /* else not its pieces */
+	r->pad = 0;
 	if (kind == KIND_PROBE && copied >= 8) {
 		/* The return probe replaced the return address at entry_sp by its trampoline; at
 		 * the return the kernel has set ip back to the real one. */

@@ -15,9 +15,13 @@
 #define MT_REG_RSP 7
 #define MT_REG_RIP 16
 
-#define MT_STACK_BYTES_DEFAULT 65536u   /* a copy stops at the end of the stack's mapping: a
+#define MT_STACK_BYTES_DEFAULT 1048576u /* a copy stops at the end of the stack's mapping: a
                                          shallow stack costs only its depth */
 #define MT_STACK_BYTES_MAX 65536u      /* one ring-buffer record holds at most this much stack */
+#define MT_STACK_BYTES_LIMIT 1048576u  /* --stack-bytes at most: the first MT_STACK_BYTES_MAX in
+                                          the record, the rest in MT_REC_STACK_MORE records (a
+                                          trace holds ~1024 frames of a stack anyway) */
+#define MT_STACK_MORE_CHUNKS (MT_STACK_BYTES_LIMIT / MT_STACK_BYTES_MAX - 1)
 #define MT_MAX_CPUS 1024               /* per-CPU slots in global data (index is cpu & (MAX-1)) */
 #define MT_EXP_TABLE 4096              /* precomputed exponential gaps, indexed by prandom */
 
@@ -59,6 +63,8 @@ enum mt_record_type {
 	                    * stack are the user's at the system call; not in the live map */
 	MT_REC_UNMAP = 5,  /* struct mt_unmap_record: a range unmapped (munmap, mremap's old range,
 	                    * what a MAP_FIXED mapping replaced) */
+	MT_REC_STACK_MORE = 6, /* struct mt_stack_more_record: a deep stack's bytes beyond the
+	                        * first MT_STACK_BYTES_MAX, written just before its alloc record */
 };
 
 /* One sampled allocation, written at the allocation function's RETURN (only successful
@@ -81,7 +87,23 @@ struct mt_alloc_record {
 	__u32 stack_len;       /* valid bytes in stack[] */
 	__u32 stack_reserved;  /* bytes reserved for stack[] in this record; py_frames Python
 	                          frames follow them */
+	__u32 stack_more;      /* stack bytes past stack_len, in the MT_REC_STACK_MORE records of
+	                          this seq that came just before (0: none; stack_len is then whole) */
+	__u32 pad;
 	__u8 stack[];
+};
+
+/* A deep stack's next piece: bytes [offset, offset + len) from the sampled sp. The pieces of
+ * one sample come in order, right before its MT_REC_ALLOC* record on the same ring (other
+ * threads' records may come between); a piece that could not be written ends them, and the
+ * alloc record's stack_more says how many bytes arrived. */
+struct mt_stack_more_record {
+	__u32 type;            /* MT_REC_STACK_MORE */
+	__u32 owner;
+	__u32 pid, tid;
+	__u64 seq;             /* the seq of the alloc record it belongs to */
+	__u32 offset, len;
+	__u8 data[];
 };
 
 /* A free of a sampled block (free(), or realloc moving/freeing it). */
@@ -132,6 +154,10 @@ struct mt_cpu_state {
 	/* the block of sampled calls under way while a slot thins (mt_slot.thin): calls left in
 	 * it, its factor, the one kept (stratified: one in exactly k, drawn at random) */
 	__u32 thin_left, thin_k, thin_pick, thin_pad;
+	/* a deep stack's pieces being sent (under scratch_busy): where the copy starts, its
+	 * length, the sample's seq and owner, the bytes sent past the first record's */
+	__u64 more_sp, more_len, more_seq;
+	__u32 more_owner, more_sent;
 } __attribute__((aligned(64)));
 
 /* A slot's counters (a per-CPU array indexed by slot; userspace sums the CPUs and zeroes

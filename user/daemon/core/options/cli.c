@@ -66,9 +66,10 @@ void cli_usage(FILE *out)
 		"                       the default with --match and --cgroup (prefork workers)\n"
 		"      --no-follow-forks  with --match or --cgroup: not the forked processes\n"
 		"      --ring-size BYTES  the BPF ring buffer, a power of two (default 4 MiB)\n"
-		"      --stack-bytes N  user stack copied per sample at most, 512 .. 65536 (default\n"
-		"                       65536; a copy ends where the thread's stack does, so a\n"
-		"                       shallow stack costs only its depth)\n"
+		"      --stack-bytes N  user stack copied per sample at most, 512 .. 1048576 (the\n"
+		"                       default); a copy ends where the thread's stack does, so a\n"
+		"                       shallow stack costs only its depth; past 65536 it crosses\n"
+		"                       the ring in several records)\n"
 		"      --inject[=required|no]  place memtraced's sampler library into the target (the\n"
 		"                       default of -p and -- CMD): its allocation calls are sampled\n"
 		"                       in the process (a few ns each) and only sampled ones reach\n"
@@ -286,9 +287,11 @@ static bool parse_valued(int c, const char *arg, struct cli_opts *o, struct cli_
 		set_err(err, errlen, "invalid duration '%s': expected a positive number of seconds", arg);
 		return false;
 	case OPT_STACK_BYTES:
-		/* A user stack copy: at least a few frames, at most what a BPF record can carry. */
-		if (!parse_long(arg, 512, 65536, &l)) {
-			set_err(err, errlen, "invalid --stack-bytes '%s': expected 512 .. 65536", arg);
+		/* A user stack copy: at least a few frames, at most what the BPF program sends in
+		 * pieces (MT_STACK_BYTES_LIMIT; tracer.c checks that they agree). */
+		if (!parse_long(arg, 512, CLI_MAX_STACK_BYTES, &l)) {
+			set_err(err, errlen, "invalid --stack-bytes '%s': expected 512 .. %u", arg,
+				CLI_MAX_STACK_BYTES);
 			return false;
 		}
 		o->stack_bytes = (unsigned)l;

@@ -14,7 +14,8 @@
 #include "options_file.h"
 
 #define CLI_DEFAULT_RATE 1e-5
-#define CLI_DEFAULT_STACK_BYTES 65536u
+#define CLI_DEFAULT_STACK_BYTES 1048576u
+#define CLI_MAX_STACK_BYTES 1048576u
 
 #define CLI_MAX_PIDS 64
 

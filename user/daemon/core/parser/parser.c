@@ -303,6 +303,8 @@ fail:
 	return NULL;
 }
 
+size_t pchan_max_payload(const struct pchan *c) { return shm_ring_max_payload(&c->req); }
+
 void pchan_close(struct pchan *c)
 {
 	if (!c) return;

@@ -47,6 +47,8 @@ struct pchan {
 /* A new channel, served by a parser thread of its own. NULL with a message. */
 struct pchan *pchan_open(char *err, size_t errlen);
 void pchan_close(struct pchan *c);
+/* The most bytes one message may carry (head and tail together). */
+size_t pchan_max_payload(const struct pchan *c);
 /* Sends a request of len bytes (head, then tail of tail_len), waiting for room. */
 int pchan_send(struct pchan *c, uint32_t type, const void *head, size_t len, const void *tail,
 	       size_t tail_len);

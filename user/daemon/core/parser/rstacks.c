@@ -133,6 +133,18 @@ static size_t tail_of(struct pq_unwind *q, const uint8_t *stack, size_t stack_le
 	return len;
 }
 
+/* A request the channel cannot carry (a stack near MT_STACK_BYTES_LIMIT with Python frames
+ * after it) goes without its Python frames, its stack cut to fit: unwound as far as it goes. */
+static size_t fit(const struct rstacks *r, size_t stack_len, const struct rstacks_py **py)
+{
+	size_t room = pchan_max_payload(r->ch) - sizeof(struct pq_unwind);
+	size_t py_bytes = *py ? (*py)->n * sizeof(struct mt_py_frame) +
+				(*py)->ncodes * sizeof(struct mt_py_code) : 0;
+	if (((stack_len + 7) & ~(size_t)7) + py_bytes <= room) return stack_len;
+	*py = NULL;
+	return stack_len <= room ? stack_len : room & ~(size_t)7;
+}
+
 static void fill_request(struct pq_unwind *q, pid_t tid, const uint64_t regs[STACKS_NREGS],
 			 size_t stack_len, enum stacks_start start, bool want_files, int max_codes)
 {
@@ -153,6 +165,7 @@ bool rstacks_prefetch(struct rstacks *r, const void *key, pid_t tid, const uint6
 {
 	if (r->ahead_n == AHEAD_MAX) return false;
 	struct pq_unwind q;
+	stack_len = fit(r, stack_len, &py);
 	fill_request(&q, tid, regs, stack_len, start, want_files, AHEAD_CODES);
 	size_t tail = tail_of(&q, stack, stack_len, py);
 	if (pchan_try_send_quiet(r->ch, PQ_UNWIND, &q, sizeof q, stack, tail) < 0) return false;
@@ -269,6 +282,7 @@ int rstacks_unwind_from(struct rstacks *r, const void *key, pid_t tid,
 		r->ahead_n--;
 	} else {
 		struct pq_unwind q;
+		stack_len = fit(r, stack_len, &py);
 		fill_request(&q, tid, regs, stack_len, start, want_files, max_codes);
 		size_t tail = tail_of(&q, stack, stack_len, py);
 		if (pchan_send(r->ch, PQ_UNWIND, &q, sizeof q, stack, tail) < 0) return -1;

@@ -68,14 +68,16 @@ static int check_opts(const struct tracer_opts *o, unsigned *stack_bytes, unsign
 		return -1;
 	}
 	*stack_bytes = o->stack_bytes ? o->stack_bytes : MT_STACK_BYTES_DEFAULT;
-	if (*stack_bytes > MT_STACK_BYTES_MAX || *stack_bytes < 64) {
+	if (*stack_bytes > MT_STACK_BYTES_LIMIT || *stack_bytes < 64) {
 		snprintf(err, errlen, "stack copy size %u bytes is out of range: it must be in [64, %u]",
-		         *stack_bytes, MT_STACK_BYTES_MAX);
+		         *stack_bytes, MT_STACK_BYTES_LIMIT);
 		return -1;
 	}
 	*stack_bytes = (*stack_bytes + 7) & ~7u;
 	*ring_bytes = o->ringbuf_bytes ? o->ringbuf_bytes : default_ring_bytes(o->rate);
-	unsigned record = sizeof(struct mt_alloc_record) + *stack_bytes + 8;
+	/* a deep stack's pieces past the first record may find the ring full: it is cut there */
+	unsigned record = sizeof(struct mt_alloc_record) + 8 +
+			  (*stack_bytes < MT_STACK_BYTES_MAX ? *stack_bytes : MT_STACK_BYTES_MAX);
 	if (!is_pow2(*ring_bytes) || *ring_bytes < (unsigned)getpagesize() ||
 	    *ring_bytes < 4 * record) {
 		snprintf(err, errlen, "ring buffer size %u bytes is invalid: it must be a power of two, "
@@ -366,6 +368,7 @@ void tracer_close(struct tracer *t)
 	pthread_mutex_destroy(&t->lock);
 	pthread_cond_destroy(&t->inbox_cond);
 	seq_table_free(&t->visible);
+	deep_free(&t->deep);
 	free(t);
 }
 

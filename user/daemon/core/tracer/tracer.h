@@ -38,7 +38,8 @@
 
 struct tracer_opts {
 	double rate;             /* memtrace rate: probability per 8-byte word (1.0 = everything) */
-	unsigned stack_bytes;    /* user stack copied per sample (0: default 16384, 64..65536);
+	unsigned stack_bytes;    /* user stack copied per sample (0: MT_STACK_BYTES_DEFAULT, at most
+	                            MT_STACK_BYTES_LIMIT, in pieces past MT_STACK_BYTES_MAX);
 	                            less when the stack's mapping ends sooner */
 	unsigned ringbuf_bytes;  /* 0: default 4 MiB; a power of two */
 	bool floor;              /* benchmark floor: empty probes on exactly the same sites */

@@ -215,6 +215,9 @@ static uint32_t record_owner(const void *data, size_t len)
 	if (type == MT_REC_ALLOC || type == MT_REC_ALLOC_USDT || type == MT_REC_MAP) {
 		if (len >= sizeof(struct mt_alloc_record))
 			memcpy(&owner, (const char *)data + offsetof(struct mt_alloc_record, owner), 4);
+	} else if (type == MT_REC_STACK_MORE) {
+		if (len >= sizeof(struct mt_stack_more_record))
+			memcpy(&owner, (const char *)data + offsetof(struct mt_stack_more_record, owner), 4);
 	} else if (type == MT_REC_FREE) {
 		if (len >= sizeof(struct mt_free_record))
 			memcpy(&owner, (const char *)data + offsetof(struct mt_free_record, owner), 4);

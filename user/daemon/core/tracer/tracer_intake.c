@@ -35,6 +35,10 @@ static void deliver_alloc(struct tracer *t, const struct mt_alloc_record *r,
 	if (!t->cb || !t->cb->alloc)
 		return;
 	bool sampled = origin != TRACER_FROM_MAPPING;
+	size_t whole_len = 0;
+	const uint8_t *whole = r->stack_more ? deep_join(&t->deep, r->tid, r->seq, r->stack,
+							   r->stack_len, r->stack_more, &whole_len)
+					     : NULL;
 	struct tracer_alloc a = {
 		.seq = r->seq, .pid = r->pid, .tid = r->tid, .time_ns = r->time_ns,
 		.addr = r->addr, .size = r->size, .nsamples = r->nsamples,
@@ -46,6 +50,10 @@ static void deliver_alloc(struct tracer *t, const struct mt_alloc_record *r,
 							(size_t)r->py_frames * sizeof(struct mt_py_frame)),
 		.py_ncodes = r->py_codes,
 	};
+	if (whole) {
+		a.stack = whole;
+		a.stack_len = whole_len;
+	}
 	int rc = t->cb->alloc(t->cb_ctx, &a);
 	if (rc != 0) { /* not kept: its free, when it comes, is of no block of ours */
 		if (sampled) seq_table_remove(&t->visible, r->seq, NULL);
@@ -92,7 +100,9 @@ int intake_record(void *ctx, void *data, size_t len)
 		    r->stack_reserved > len - sizeof(*r) || !r->seq || r->fn >= AF_COUNT ||
 		    r->py_frames > MT_PY_MAX_FRAMES || r->py_codes > MT_PY_MAX_NEW ||
 		    (size_t)r->py_frames * sizeof(struct mt_py_frame) +
-		    (size_t)r->py_codes * sizeof(struct mt_py_code) > len - sizeof(*r) - r->stack_reserved) {
+		    (size_t)r->py_codes * sizeof(struct mt_py_code) > len - sizeof(*r) - r->stack_reserved ||
+		    (r->stack_more && (r->stack_len != MT_STACK_BYTES_MAX ||
+				       r->stack_more > MT_STACK_BYTES_LIMIT - MT_STACK_BYTES_MAX))) {
 			count(&t->bad_records, 1);
 			return 0;
 		}
@@ -101,6 +111,15 @@ int intake_record(void *ctx, void *data, size_t len)
 			__atomic_store_n(&t->max_record_bytes, len, __ATOMIC_RELAXED);
 		deliver_alloc(t, r, type == MT_REC_ALLOC_USDT ? TRACER_FROM_SAMPLER
 				    : type == MT_REC_MAP ? TRACER_FROM_MAPPING : TRACER_FROM_PROBE);
+	} else if (type == MT_REC_STACK_MORE) {
+		const struct mt_stack_more_record *r = data;
+		if (len < sizeof(*r) || r->len > len - sizeof(*r) || r->len > MT_STACK_BYTES_MAX ||
+		    r->offset < MT_STACK_BYTES_MAX || r->offset > MT_STACK_BYTES_LIMIT - r->len) {
+			count(&t->bad_records, 1);
+			return 0;
+		}
+		count(&t->record_bytes, len);
+		deep_add(&t->deep, r->tid, r->seq, r->offset, r->data, r->len, MT_STACK_BYTES_MAX);
 	} else if (type == MT_REC_FREE) {
 		const struct mt_free_record *r = data;
 		if (len < sizeof(*r)) {

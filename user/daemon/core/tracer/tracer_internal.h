@@ -6,6 +6,7 @@
 
 #include "tracer.h"
 #include "seq_table.h"
+#include "deep_stacks.h"
 
 struct memtraced_bpf;
 struct bpf_link;
@@ -44,6 +45,7 @@ struct tracer {
 	                                                   it without linking to it) */
 	struct seq_table visible;                  /* seqs reported allocated and not freed */
 	uint64_t epoch;                            /* reconcile epoch */
+	struct deep_stacks deep;                   /* deep stacks' pieces waiting for their record */
 	/* read by tracer_get_stats, possibly from another thread: atomic (relaxed) */
 	uint64_t reconciled_frees;
 	uint64_t bad_records;

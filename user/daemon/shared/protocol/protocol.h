@@ -14,7 +14,8 @@
 #include "protocol/sites.h"
 #include "protocol/stack_types.h"
 
-#define PARSER_REQ_RING (2u << 20)  /* daemon -> parser, per channel */
+#define PARSER_REQ_RING (4u << 20)  /* daemon -> parser, per channel: a message holds up to
+                                       half, a 1 MiB stack and its Python frames */
 #define PARSER_RES_RING (2u << 20)  /* parser -> daemon */
 #define PARSER_MAX_LOC_STRING 1000  /* a file or function name, longer ones are cut */
 #define PARSER_MAX_LOCS 128         /* locations of one code (an inline chain), more are cut */

@@ -59,7 +59,8 @@ static void bump(struct shm_ring *r)
 	futex_wake(&r->h->futex);
 }
 
-uint32_t shm_ring_max_payload(const struct shm_ring *r) { return (uint32_t)(r->size / 4 - sizeof(struct shm_msg)); }
+/* Half the ring: a deep stack's request (up to MT_STACK_BYTES_LIMIT) fits a 4 MiB ring. */
+uint32_t shm_ring_max_payload(const struct shm_ring *r) { return (uint32_t)(r->size / 2 - sizeof(struct shm_msg)); }
 
 struct shm_msg *shm_ring_reserve(struct shm_ring *r, uint32_t type, uint32_t len)
 {

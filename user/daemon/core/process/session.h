@@ -138,5 +138,9 @@ void session_close(struct session *s);
  * falls behind, the sampler thins at the source (the probes and the BPF side's work fall
  * too), not only the sink (session_intake.c). 0: none. */
 void session_set_source_thin(struct session *s, uint64_t addr);
+/* A spawned program held at its entry point (its libraries mapped): its unwinder prepared,
+ * and the BPF side told of its Python interpreter, before it runs its first line; waits up to
+ * timeout_ms (the intake thread does it). true when done. */
+bool session_prepare_stacks(struct session *s, int timeout_ms);
 
 #endif

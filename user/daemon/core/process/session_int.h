@@ -77,6 +77,7 @@ struct session {
 	struct rstacks *early_stacks;     /* written before early_done is set */
 	char early_error[256];
 	atomic_bool early_done;
+	atomic_bool early_asked;          /* prepare it now (session_prepare_stacks, at CMD's entry) */
 	atomic_bool record_seen;          /* the process's first allocation record came */
 	uint64_t after_exec;
 	uint64_t written_allocs, written_collects; /* kept when the writer is closed */

@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/uio.h>
+#include <time.h>
 
 /* Intake thread: the unwinder of a just-started program, once, handed to the session thread
  * through early_done. */
@@ -209,6 +210,18 @@ static void drain_answered(struct session *s, uint64_t req, bool over)
 	pthread_mutex_unlock(&s->drain_lock);
 }
 
+bool session_prepare_stacks(struct session *s, int timeout_ms)
+{
+	if (!s->intake_opens_stacks) return true;
+	atomic_store(&s->early_asked, true);
+	session_intake_wake(s);
+	for (int ms = 0; !atomic_load(&s->early_done) && ms < timeout_ms; ms++) {
+		struct timespec one = {0, 1000000};
+		nanosleep(&one, NULL);
+	}
+	return atomic_load(&s->early_done);
+}
+
 void session_intake_wake(struct session *s)
 {
 	pthread_mutex_lock(&s->wake_lock);
@@ -259,6 +272,7 @@ void *session_intake_main(void *arg)
 			intake_sleep(s, ms);
 		}
 		if (atomic_load(&s->intake_stop)) break;
+		if (atomic_load(&s->early_asked)) open_early_stacks(s);
 		req = atomic_load(&s->drain_req);
 		if (req != answered) poll_ms = 0;
 		if (tracer_poll(s->tracer, poll_ms, &session_queue_callbacks, s) < 0) {

@@ -150,14 +150,23 @@ static void say_tracing(const struct targets *ts, const struct target *t)
 		 attached);
 	if (t->sites.notes[0]) msg_note("%s", t->sites.notes);
 }
-/* -- CMD under --inject: on the hold's thread, at the program's entry point (its session is
- * open by then): the sampler placed, and the session told where its thinning is. */
-static void sampler_at_entry(void *ctx, pid_t pid, long ptrace_options)
+#define ENTRY_STACKS_WAIT_MS 3000 /* a loaded machine: the unwinder took 0.2-3.2 s to open */
+
+/* -- CMD: on the hold's thread, at the program's entry point (its session is open by then):
+ * under --inject the sampler placed, and the session told where its thinning is; then its
+ * unwinder prepared and its Python interpreter found before its first line runs (else a
+ * Python program's first second, on a loaded machine, had no Python frames: issue 38). */
+static void target_at_entry(void *ctx, pid_t pid, long ptrace_options)
 {
 	struct target *t = ctx;
-	inject_mode_at_entry(t->sampler, pid, ptrace_options);
 	struct session *s = __atomic_load_n(&t->s, __ATOMIC_ACQUIRE);
-	if (s && t->sampler->started) session_set_source_thin(s, t->sampler->thin);
+	if (t->sampler) {
+		inject_mode_at_entry(t->sampler, pid, ptrace_options);
+		if (s && t->sampler->started) session_set_source_thin(s, t->sampler->thin);
+	}
+	if (s && !session_prepare_stacks(s, ENTRY_STACKS_WAIT_MS))
+		msg_warn("PID %d: its unwinder was not ready in %d ms: it runs on, its first "
+			 "samples may lack Python frames", (int)pid, ENTRY_STACKS_WAIT_MS);
 }
 
 
@@ -178,8 +187,6 @@ int target_start_session(struct targets *ts, struct target *t, bool before_exec,
 		int rc = inject_mode_prepare(o, t->pid, before_exec, t->exe, &t->sampler, &so.tracer, err,
 					     errlen);
 		if (rc < 0) return -1;
-		/* -- CMD: the sampler goes in at its entry point, from the hold's thread */
-		if (t->sampler && before_exec) hold_set_entry_fn(t->hold, sampler_at_entry, t);
 	} else if (o->inject && t->inherited_sampler[0] && !t->begun) {
 		so.tracer = inject_mode_child_tracer(o, t->pid, t->inherited_sampler);
 	} else if (!o->inject && !o->no_carried && !o->probe_floor && !t->begun && t->initial && !before_exec) {
@@ -213,6 +220,11 @@ int target_start_session(struct targets *ts, struct target *t, bool before_exec,
 		return -1;
 	}
 	if (t->sampler && !before_exec) session_set_source_thin(t->s, t->sampler->thin);
+	/* -- CMD: the sampler goes in, and the unwinder is prepared, at its entry point */
+	if (before_exec && t->hold && t->initial) {
+		t->at_entry = true;
+		hold_set_entry_fn(t->hold, target_at_entry, t);
+	}
 	if (t->hold) exec_prep_watch(ts->prep, t->pid, t->s); /* muted at its exec */
 	t->active = true;
 	t->ok = true;
@@ -268,7 +280,8 @@ void target_release_outputs(struct targets *ts, struct target *t, bool remove_ou
 {
 	if (t->s) exec_prep_unwatch(ts->prep, t->s);
 	if (t->s && t->hold) hold_clear_exit_hook(t->hold, t->s);
-	if (t->sampler && t->hold) hold_set_entry_fn(t->hold, NULL, NULL);
+	if (t->at_entry && t->hold) hold_set_entry_fn(t->hold, NULL, NULL);
+	t->at_entry = false;
 	inject_mode_stop(t->sampler, !t->our_child);
 	t->sampler = NULL;
 	if (t->s) session_close(t->s);
@@ -376,7 +389,8 @@ void target_finish(struct targets *ts, struct target *t, enum finish_why why,
 	/* the GOT back before the probes go (frees of sampled blocks are seen until then) */
 	/* (-- CMD is under our ptrace hold: its GOT stays redirected, the sampler passes its
 	 * calls through once the probes are gone) */
-	if (t->sampler && t->hold) hold_set_entry_fn(t->hold, NULL, NULL); /* waits if it runs */
+	if (t->at_entry && t->hold) hold_set_entry_fn(t->hold, NULL, NULL); /* waits if it runs */
+	t->at_entry = false;
 	inject_mode_stop(t->sampler, why != FINISH_EXIT && !t->our_child);
 	t->sampler = NULL;
 	if (why == FINISH_EXIT) session_target_gone(t->s);

@@ -45,6 +45,7 @@ struct target {
 				 execs a program that is not selected */
 	struct session *begun; /* begun already (an exec prepared while held): its trace starts */
 	struct sampler_ctl *sampler; /* --inject: our sampler in it, started (inject_mode.h) */
+	bool at_entry; /* -- CMD: the hold calls target_at_entry at its entry point */
 	struct tracer *attached; /* a spare attached to its sites already (a fork's child), or NULL */
 	char inherited_sampler[4096]; /* a forked child of a process with our sampler started: the
 					 library, whose probes trace it (it inherited the GOT) */

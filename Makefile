@@ -76,7 +76,7 @@ MEMTRACED   := $(if $(HAVE_DAEMON),$(BUILD)/bin/memtraced $(BUILD)/bin/memtraced
 .SECONDARY:
 all: $(BUILD)/libmemtrace.a $(TOOLS) $(MEMTRACED) $(UNITS) $(TARGETS)
 
-$(BUILD)/obj/%.o: %.c $(SKELS) $(wildcard include/*.h user/format/*.h) $(DAEMON_HDRS)
+$(BUILD)/obj/%.o: %.c $(SKELS) $(wildcard include/*.h user/format/*.h user/tools/*.h) $(DAEMON_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(call side_inc,$<) -c $< -o $@
 

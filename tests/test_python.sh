@@ -84,6 +84,17 @@ for py in "${interpreters[@]}"; do
 	fi
 done
 
+# Debian's _json module is stripped: its frames are unnamed, "OBJECT+0xSTART", each the start
+# of its function (the .eh_frame_hdr's FDEs), not one name per return address
+so=/usr/lib/python3.11/lib-dynload/_json.cpython-311-x86_64-linux-gnu.so
+if [ -e "$so" ] && [ -s "$TMP/debian311.dump" ]; then
+	readelf --debug-dump=frames "$so" 2>/dev/null | sed -n 's/.* pc=0*\([0-9a-f]*\)\.\..*/\1/p' | sort -u >"$TMP/json.starts"
+	grep -o '_json\.cpython-311-x86_64-linux-gnu\.so+0x[0-9a-f]*' "$TMP/debian311.dump" | sed 's/.*+0x//' | sort -u >"$TMP/json.named"
+	if [ -s "$TMP/json.named" ] && [ -s "$TMP/json.starts" ] && [ -z "$(comm -23 "$TMP/json.named" "$TMP/json.starts")" ]
+	then pass debian311_unnamed_json_frames_by_function
+	else fail debian311_unnamed_json_frames_by_function "names not at a function's start: $(comm -23 "$TMP/json.named" "$TMP/json.starts" | head -5 | tr '\n' ' ')"; fi
+else fail debian311_unnamed_json_frames_by_function "no $so or no trace of Debian's python3.11"; fi
+
 # --inject: the in-process sampler's USDT probes carry the Python frames too
 # (-p on a program that waits: with -- CMD its first phase could end before the sampler is in)
 py=/usr/bin/python3.11

@@ -115,6 +115,17 @@ then pass match_snapshots
 else fail match_snapshots "memtraced exited $rc, $(ls "$TMP/snaps" 2>/dev/null | wc -l) snapshot files: $(why match)"; fi
 kill $svc 2>/dev/null; wait $svc 2>/dev/null
 
+# a stack deeper than one ring record: its pieces (MT_REC_STACK_MORE) joined, main reached
+timeout 300 "$MT" --inject=no --rate 1 --no-mmap -o "$TMP/deep.ctf" -- "$TARGETS/deep_stack" 20 200 \
+	>"$TMP/deep.out" 2>"$TMP/deep.err"
+rc=$?
+save deep
+"$DUMP" "$TMP/deep.ctf" 2>/dev/null | grep ' alloc ' | grep ' len=505 ' >"$TMP/deep.rows"
+n=$(grep -c . "$TMP/deep.rows"); whole=$(grep 'main' "$TMP/deep.rows" | grep -vc 'truncated')
+if [ $rc = 0 ] && [ "$n" -ge 20 ] && [ "$whole" = "$n" ]
+then pass deep_stack_whole
+else fail deep_stack_whole "memtraced exited $rc, $whole of $n stacks whole: $(why deep)"; fi
+
 # anonymous mappings (the system-call tracepoints)
 echo | timeout 300 "$MT" --rate 1 -o "$TMP/mmap.ctf" -- "$TARGETS/mmap_workload" 2 >/dev/null 2>"$TMP/mmap.err"
 rc=$?

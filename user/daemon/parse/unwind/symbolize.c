@@ -6,6 +6,7 @@
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <gelf.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -102,7 +103,45 @@ static const char *module_path(Dwfl_Module *mod)
 	return name ? name : "?";
 }
 
-/* The symbol table's name for pc, demangled, or "object+0xADDR". */
+/* The start of the function holding addr (an address of the object: pc - bias), from the
+ * object's .eh_frame_hdr, whose table lists each FDE's initial location, sorted: a stripped
+ * object still bounds its functions there, so every pc of one unnamed function gets one name
+ * (Debian's _json module: one line of a Python program was 5 rows, one per return address).
+ * Only the table encoding linkers write (datarel sdata4); addr itself when there is none. */
+static Dwarf_Addr function_start(Elf *elf, Dwarf_Addr addr)
+{
+	size_t nph = 0;
+	if (!elf || elf_getphdrnum(elf, &nph) != 0) return addr;
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_GNU_EH_FRAME) continue;
+		Elf_Data *d = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_BYTE);
+		const uint8_t *h = d ? d->d_buf : NULL;
+		/* version 1; eh_frame_ptr sdata4 (pcrel); fde_count udata4; table datarel sdata4 */
+		if (!h || d->d_size < 12 || h[0] != 1 || (h[1] & 0x07) != 0x03 || h[2] != 0x03 ||
+		    h[3] != 0x3b)
+			return addr;
+		uint32_t n;
+		memcpy(&n, h + 8, 4);
+		if ((uint64_t)n * 8 > d->d_size - 12) return addr;
+		int64_t lo = 0, hi = (int64_t)n - 1, found = -1;
+		while (lo <= hi) { /* the last entry whose start is <= addr */
+			int64_t mid = (lo + hi) / 2;
+			int32_t rel;
+			memcpy(&rel, h + 12 + mid * 8, 4);
+			if ((Dwarf_Addr)((int64_t)ph.p_vaddr + rel) <= addr) found = mid, lo = mid + 1;
+			else hi = mid - 1;
+		}
+		if (found < 0) return addr;
+		int32_t rel;
+		memcpy(&rel, h + 12 + found * 8, 4);
+		return (Dwarf_Addr)((int64_t)ph.p_vaddr + rel);
+	}
+	return addr;
+}
+
+/* The symbol table's name for pc, demangled, or "object+0xSTART" (the start of its function
+ * where the object's CFI says, else pc's own address). */
 static char *symbol_name(const struct loclist *l, Dwfl_Module *mod, Dwarf_Addr pc, bool use_symbols)
 {
 	const char *sym = !use_symbols ? NULL : l->syms ? symindex_find(l->syms, pc)
@@ -111,12 +150,14 @@ static char *symbol_name(const struct loclist *l, Dwfl_Module *mod, Dwarf_Addr p
 	if (n)
 		return n;
 	Dwarf_Addr bias = 0;
-	if (!dwfl_module_getelf(mod, &bias))
+	Elf *elf = dwfl_module_getelf(mod, &bias);
+	if (!elf)
 		dwfl_module_info(mod, NULL, &bias, NULL, NULL, NULL, NULL, NULL);
 	const char *path = module_path(mod);
 	const char *base = strrchr(path, '/');
 	char *s = NULL;
-	if (asprintf(&s, "%s+0x%" PRIx64, base ? base + 1 : path, (uint64_t)(pc - bias)) < 0)
+	if (asprintf(&s, "%s+0x%" PRIx64, base ? base + 1 : path,
+		     (uint64_t)function_start(elf, pc - bias)) < 0)
 		return NULL;
 	return s;
 }

@@ -200,3 +200,33 @@ if [ $rc = 0 ] && grep -q "CPython 3.13 ([^)]*): native frames only, its _Py_Deb
 else
 	fail python_damaged_native_frames_and_why "exit $rc: $(grep -o 'CPython[^;]*' "$TMP/dmg.err") $(tail -c 200 "$TMP/dmg.err")"
 fi
+
+# pymalloc arenas (issue 38): the interpreter maps its 1 MiB arenas itself, and the small
+# objects in them never reach malloc. Under Python code an arena is charged to the innermost
+# Python line (as tracemalloc charges the objects), not to the C line that needed a new one
+# (csv's reader: _csv.c): every arena-sized mapping of the script ends in a Python frame (its
+# line, or the import machinery's while it compiles a module).
+cat >"$TMP/arenas.py" <<'PY'
+import csv
+import io
+
+
+def read_rows():
+    text = "\n".join("a%d,b%d,c%d" % (i, i, i) for i in range(200000))
+    return list(csv.reader(io.StringIO(text)))
+
+
+rows = read_rows()
+print("rows", len(rows))
+PY
+for py in "${interpreters[@]}"; do
+	ver=$("$py" -c 'import sys; print("%d%d" % sys.version_info[:2])')
+	[[ $py == /usr/bin/* ]] && ver=debian$ver
+	timeout 300 "$MT" --rate 1e-3 -o "$TMP/ar$ver.ctf" -- "$py" "$TMP/arenas.py" >"$TMP/ar$ver.out" 2>"$TMP/ar$ver.err" </dev/null
+	"$DUMP" "$TMP/ar$ver.ctf" 2>/dev/null | grep ' alloc ' | grep ' len=131072 ' | grep 'arenas\.py:' >"$TMP/ar$ver.rows"
+	n=$(grep -c . "$TMP/ar$ver.rows")
+	bad=$(awk -F' \\| ' '$NF !~ /(\.py|^<frozen [^>]*>):[0-9]+:/' "$TMP/ar$ver.rows" | grep -c .)
+	if [ "$n" -ge 3 ] && [ "$bad" = 0 ] && grep -q "arenas charged to the Python line" "$TMP/ar$ver.err"
+	then pass "py${ver#py}_arenas_charged_to_the_python_line"
+	else fail "py${ver#py}_arenas_charged_to_the_python_line" "$bad of $n arena mappings end elsewhere: $(awk -F' \\| ' '$NF !~ /(\.py|^<frozen [^>]*>):[0-9]+:/ { print $NF; exit }' "$TMP/ar$ver.rows")"; fi
+done

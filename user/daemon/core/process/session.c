@@ -464,6 +464,8 @@ static void print_python(struct session *s, FILE *out)
 	if (s->stacks) rstacks_get_stats(s->stacks, &ss);
 	fprintf(out, ", layout from %s): %llu samples with Python frames (%llu frames)",
 		p->source, (unsigned long long)ss.py_samples, (unsigned long long)ss.py_frames);
+	if (ss.py_arenas) fprintf(out, ", %llu of the interpreter's arenas charged to the Python "
+				  "line that needed them", (unsigned long long)ss.py_arenas);
 	if (ss.py_cut) fprintf(out, ", %llu cut at %d frames", (unsigned long long)ss.py_cut,
 			       MT_PY_MAX_FRAMES);
 	if (ss.py_no_thread) fprintf(out, ", %llu in threads without a Python thread state",

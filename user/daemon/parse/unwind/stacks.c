@@ -508,13 +508,22 @@ static uint64_t python_code(struct stacks *s, bool *last)
 }
 
 /* The frames of the last unwind as codes, innermost first: each eval-loop activation
- * replaced by its Python frames (stacks_python.c), the rest after the native ones. */
+ * replaced by its Python frames (stacks_python.c), the rest after the native ones. A mapping
+ * the interpreter made itself under Python code (a pymalloc arena: the memory of the small
+ * objects, which never reach malloc) is charged to the innermost Python line, as tracemalloc
+ * charges those objects, not to whichever C line happened to need a new arena (_csv.c:616). */
 static int frames_to_codes(struct stacks *s, uint64_t *codes, int max_codes)
 {
 	int n = 0;
+	bool arena = s->start == STACKS_AT_SYSCALL && stacks_py_left(s) && s->nframes > 1 &&
+		     (stacks_py_in_interpreter(s, s->frames[0].pc) ||
+		      stacks_py_in_interpreter(s, s->frames[1].pc));
+	if (arena) s->stats.py_arenas++;
 	for (int i = 0; i < s->nframes && n < max_codes; i++) {
 		Dwarf_Addr pc = s->frames[i].pc;
 		bool splice = stacks_py_splices(s, pc);
+		if (arena && !splice) continue; /* the native frames inside the innermost Python one */
+		arena = false;
 		for (bool last = false; splice && !last && stacks_py_left(s) && n < max_codes;) {
 			uint64_t code = python_code(s, &last);
 			if (code)

@@ -126,6 +126,7 @@ static inline uint64_t hash_bytes(uint64_t seed, const void *p, size_t n)
 struct py_location;
 bool stacks_py_left(const struct stacks *s);               /* frames not taken yet */
 bool stacks_py_splices(const struct stacks *s, uint64_t pc); /* pc runs the eval loop */
+bool stacks_py_in_interpreter(const struct stacks *s, uint64_t pc); /* its object's code */
 bool stacks_py_hides(const struct stacks *s, uint64_t pc);  /* --python=only: the interpreter's */
 /* The next frame's location: 0, or -1 when its code object is gone; *last: the last one of
  * its eval-loop activation. */

@@ -59,6 +59,11 @@ bool stacks_py_splices(const struct stacks *s, uint64_t pc)
 	return stacks_py_left(s) && pyproc_in_eval(s->py, pc);
 }
 
+bool stacks_py_in_interpreter(const struct stacks *s, uint64_t pc)
+{
+	return s->py && s->py_mode != PY_MODE_NO && pyproc_in_interpreter(s->py, pc);
+}
+
 bool stacks_py_hides(const struct stacks *s, uint64_t pc)
 {
 	return s->py && s->py_mode == PY_MODE_ONLY && pyproc_in_interpreter(s->py, pc);

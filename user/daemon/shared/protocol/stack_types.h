@@ -42,6 +42,8 @@ struct stacks_stats {
 	uint64_t capped_objects; /* objects over the debug-info, symbol or time cap */
 	uint64_t py_samples;     /* samples with Python frames */
 	uint64_t py_frames;      /* Python frames in them */
+	uint64_t py_arenas;      /* of them the interpreter's own mappings (pymalloc arenas), charged
+				    to the innermost Python line (stacks.c: frames_to_codes) */
 	uint64_t py_cut;         /* samples whose Python stack was cut at MT_PY_MAX_FRAMES */
 	uint64_t py_no_thread;   /* samples of a thread without a Python thread state */
 	uint64_t py_failed;      /* samples whose walk failed midway (a read of the target) */

@@ -544,24 +544,6 @@ static int frames_to_codes(struct stacks *s, uint64_t *codes, int max_codes)
 	return n;
 }
 
-/* Is pc in a process's or a thread's first function? libdw may fail to go past one (no CFI
- * that says "outermost", a frame pointer of 0): the stack reached its end all the same. */
-static bool at_entry_point(struct stacks *s, Dwarf_Addr pc)
-{
-	static const char *const entries[] = {"_start", "_dl_start_user", "__clone3", "__clone",
-					      "clone3", "clone", "start_thread", NULL};
-	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
-	struct object *o = mod ? stacks_module_object(s, mod) : NULL;
-	if (!o || o->depth == SYMBOLIZE_OFFSET)
-		return false;
-	symindex_build(&o->syms, mod);
-	const char *name = symindex_find(&o->syms, pc);
-	for (int i = 0; name && entries[i]; i++)
-		if (strcmp(name, entries[i]) == 0)
-			return true;
-	return false;
-}
-
 int stacks_unwind(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_NREGS],
 		  const uint8_t *stack, size_t stack_len, uint64_t *codes, int max_codes)
 {
@@ -634,7 +616,7 @@ int stacks_unwind_from(struct stacks *s, pid_t tid, const uint64_t regs[STACKS_N
 				n--; /* the marker matters more than one more frame */
 			codes[n++] = code;
 		}
-	} else if (rc != 0 && rc != DWARF_CB_ABORT && !(s->nframes && at_entry_point(s, s->frames[s->nframes - 1].pc))) {
+	} else if (rc != 0 && rc != DWARF_CB_ABORT && !(s->nframes && stacks_at_entry_point(s, s->frames[s->nframes - 1].pc))) {
 		s->stats.unwind_errors++;
 	}
 	s->stats.frames += n;

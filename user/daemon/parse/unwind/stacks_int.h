@@ -145,6 +145,8 @@ void stacks_note_cap(struct stacks *s, Dwfl_Module *mod, const char *cap);
 /* One walk of the sample set in s (stacks_walk.c): its frames into s->frames, s->nframes;
  * dwfl_getthread_frames's result. */
 int stacks_walk(struct stacks *s);
+/* Is pc in a process's or a thread's first function (_start, clone...)? (stacks_walk.c) */
+bool stacks_at_entry_point(struct stacks *s, Dwarf_Addr pc);
 
 /* A frame that stands for the operator new the program called where the in-process sampler's
  * wrapper sat (stacks_sampler.h): this bit | its index. */

@@ -84,3 +84,20 @@ int stacks_walk(struct stacks *s)
 	return rc;
 }
 
+/* Is pc in a process's or a thread's first function? libdw may fail to go past one (no CFI
+ * that says "outermost", a frame pointer of 0): the stack reached its end all the same. */
+bool stacks_at_entry_point(struct stacks *s, Dwarf_Addr pc)
+{
+	static const char *const entries[] = {"_start", "_dl_start_user", "__clone3", "__clone",
+					      "clone3", "clone", "start_thread", NULL};
+	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
+	struct object *o = mod ? stacks_module_object(s, mod) : NULL;
+	if (!o || o->depth == SYMBOLIZE_OFFSET)
+		return false;
+	symindex_build(&o->syms, mod);
+	const char *name = symindex_find(&o->syms, pc);
+	for (int i = 0; name && entries[i]; i++)
+		if (strcmp(name, entries[i]) == 0)
+			return true;
+	return false;
+}

@@ -79,7 +79,8 @@ int main(void)
 	CHECK("pid_zero", PARSE(&o, err, "-p", "0") == CLI_ERROR && strstr(err, "PID"));
 	CHECK("pid_huge", PARSE(&o, err, "-p", "99999999999") == CLI_ERROR);
 	CHECK("stack_bytes_range", PARSE(&o, err, "-p", "1", "--stack-bytes", "100") == CLI_ERROR &&
-					   PARSE(&o, err, "-p", "1", "--stack-bytes", "70000") == CLI_ERROR);
+					   PARSE(&o, err, "-p", "1", "--stack-bytes", "1048577") == CLI_ERROR &&
+					   PARSE(&o, err, "-p", "1", "--stack-bytes", "70000") == CLI_OK);
 	CHECK("empty_output", PARSE(&o, err, "-p", "1", "-o", "") == CLI_ERROR);
 	CHECK("nothing", parse(&o, err, 1, (char *[]){"memtraced", NULL}) == CLI_ERROR &&
 				 strstr(err, "nothing to trace"));

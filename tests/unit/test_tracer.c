@@ -666,7 +666,7 @@ static void check_bad_opts(void)
 	CHECKF("tracer_rejects_bad_rate", !t && strstr(err, "rate"), "err: %s", err);
 	tracer_close(t);
 	o.rate = 1;
-	o.stack_bytes = 1 << 20;
+	o.stack_bytes = (1 << 20) + 8; /* past MT_STACK_BYTES_LIMIT */
 	t = tracer_open(getpid(), &sites, &o, err, sizeof(err));
 	CHECKF("tracer_rejects_bad_stack_bytes", !t && strstr(err, "stack"), "err: %s", err);
 	tracer_close(t);

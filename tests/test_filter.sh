@@ -190,4 +190,4 @@ cp "$src" "$TMP/same.ctf"
 expect_error filter_same_file "same file" "$TMP/same.ctf" "$TMP/same.ctf"
 if cmp -s "$src" "$TMP/same.ctf"; then pass filter_same_file_untouched; else fail filter_same_file_untouched "input was modified"; fi
 expect_error filter_args_bad_format "is not v2 or v3" --format v4 "$src" "$TMP/x.ctf"
-expect_error filter_output_unwritable "cannot create" "$src" /nonexistent-dir/out.ctf
+expect_error filter_output_unwritable "cannot write the output" "$src" /nonexistent-dir/out.ctf

@@ -48,6 +48,26 @@ static void options_file_checks(void)
 	CHECKF("options_file_unclosed_quote", PARSE(&o, err, "--options-file", path) == CLI_ERROR &&
 	       strstr(err, "no closing quote"), "%s", err);
 	cli_free(&o);
+	/* a link to a root file is not followed (issue 46: /etc/shadow was parsed) */
+	char lnk[] = "/tmp/memtraced-optlink-XXXXXX";
+	int lfd = mkstemp(lnk);
+	if (lfd >= 0) close(lfd);
+	unlink(lnk);
+	CHECK("options_file_link_made", symlink(path, lnk) == 0);
+	CHECKF("options_file_symlink_refused", PARSE(&o, err, "--options-file", lnk) == CLI_ERROR &&
+	       strstr(err, "symbolic link"), "%s", err);
+	cli_free(&o);
+	unlink(lnk);
+	/* a directory others may write (not sticky): refused */
+	char dir[] = "/tmp/memtraced-optdir-XXXXXX", inner[64];
+	CHECK("options_file_dir_made", mkdtemp(dir) != NULL);
+	snprintf(inner, sizeof inner, "%s/options", dir);
+	CHECK("options_file_inner", link(path, inner) == 0 && chmod(dir, 0777) == 0);
+	CHECKF("options_file_dir_writable_refused", PARSE(&o, err, "--options-file", inner) == CLI_ERROR &&
+	       strstr(err, "directory others"), "%s", err);
+	cli_free(&o);
+	unlink(inner);
+	rmdir(dir);
 	unlink(path);
 	CHECKF("options_file_missing", PARSE(&o, err, "--options-file", path) == CLI_ERROR &&
 	       strstr(err, "No such file"), "%s", err);

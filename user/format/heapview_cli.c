@@ -1,5 +1,6 @@
 /* Command-line plumbing shared by the heapview tools (see heapview_cli.h). */
 #include "heapview_cli.h"
+#include "out_file.h"
 
 #include <errno.h>
 #include <math.h>
@@ -71,8 +72,22 @@ FILE *hv_cli_open_output(const char *prog, const char *output, const char *hint)
 		}
 		return stdout;
 	}
-	FILE *o = fopen(output, "w");
-	if (!o) fprintf(stderr, "%s: %s: cannot write it: %s\n", prog, output, strerror(errno));
+	return hv_cli_create(prog, output, "w");
+}
+
+FILE *hv_cli_create(const char *prog, const char *path, const char *fmode)
+{
+	char err[4400];
+	int fd = mt_out_create(path, 0644, "output", err, sizeof err);
+	if (fd < 0) {
+		fprintf(stderr, "%s: %s\n", prog, err);
+		return NULL;
+	}
+	FILE *o = fdopen(fd, fmode);
+	if (!o) {
+		fprintf(stderr, "%s: %s: cannot write it: %s\n", prog, path, strerror(errno));
+		close(fd);
+	}
 	return o;
 }
 

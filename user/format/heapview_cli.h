@@ -57,6 +57,9 @@ void hv_cli_warn_drops(const char *prog, const mt_trace_info *info, uint64_t sam
 /* Where a tool's document goes (-o FILE, "-" or none: standard output, but not onto a terminal,
  * where hint says what to give). NULL with a message. */
 FILE *hv_cli_open_output(const char *prog, const char *output, const char *hint);
+/* Creates the file at path (never through a link or into another user's file: out_file.h),
+ * opened with fopen's mode fmode; NULL with a message. */
+FILE *hv_cli_create(const char *prog, const char *path, const char *fmode);
 /* Closes it (not standard output); -1 with a message when the writing failed. */
 int hv_cli_close_output(const char *prog, FILE *o, const char *output);
 

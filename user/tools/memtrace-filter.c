@@ -22,6 +22,7 @@
 
 #include "heapview_cli.h"
 #include "memtrace.h"
+#include "out_file.h"
 
 #define PROG "memtrace-filter"
 #define DROPPED UINT64_MAX
@@ -140,9 +141,10 @@ int main(int argc, char **argv)
 		free(err);
 		return 1;
 	}
-	int ofd = strcmp(out, "-") ? open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644) : 1;
+	char oerr[4400];
+	int ofd = strcmp(out, "-") ? mt_out_create(out, 0644, "output", oerr, sizeof oerr) : 1;
 	if (ofd < 0) {
-		fprintf(stderr, PROG ": cannot create %s: %s\n", out, strerror(errno));
+		fprintf(stderr, PROG ": %s\n", oerr);
 		mt_reader_close(r);
 		return 1;
 	}

@@ -484,9 +484,8 @@ int main(int argc, char **argv)
 
 	FILE *out = stdout;
 	if (output && strcmp(output, "-")) {
-		out = fopen(output, "w");
+		out = hv_cli_create(PROG, output, "w");
 		if (!out) {
-			perror(output);
 			flame_free(&f);
 			hv_free(h);
 			return 1;

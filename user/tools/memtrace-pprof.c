@@ -58,11 +58,8 @@ static pp_profile *build(const hv_heap *h, const char *path)
 
 static int write_all(const char *output, const uint8_t *buf, size_t len)
 {
-	FILE *f = strcmp(output, "-") ? fopen(output, "wb") : stdout;
-	if (!f) {
-		fprintf(stderr, PROG ": cannot open %s for writing\n", output);
-		return -1;
-	}
+	FILE *f = strcmp(output, "-") ? hv_cli_create(PROG, output, "wb") : stdout;
+	if (!f) return -1;
 	size_t done = fwrite(buf, 1, len, f);
 	int rc = f == stdout ? fflush(f) : fclose(f);
 	if (done != len || rc != 0) {

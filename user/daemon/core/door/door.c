@@ -177,6 +177,7 @@ bool door_creds_of(pid_t pid, struct door_creds *c)
 		if (sscanf(line, "Uid: %lu %lu %lu %lu", &r, &e, &s, &fs) == 4) {
 			c->uid = (uid_t)fs;
 			c->euid = (uid_t)e;
+			c->any_root = r == 0 || e == 0 || s == 0 || fs == 0;
 			uid = true;
 		} else if (sscanf(line, "Gid: %lu %lu %lu %lu", &r, &e, &s, &fs) == 4) {
 			c->gid = (gid_t)fs;

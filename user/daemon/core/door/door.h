@@ -46,7 +46,8 @@ int door_open_file(const char *path, int flags, bool regular);
  * its own shows the ids it really has); euid, for the owner of what it writes. */
 #define DOOR_MAX_GROUPS 256
 struct door_creds {
-	uid_t uid, euid;
+	uid_t uid, euid; /* the filesystem uid (what opens files), the effective uid */
+	bool any_root;   /* any of its real, effective, saved, filesystem uids is 0 */
 	gid_t gid;
 	int ngroups;
 	gid_t groups[DOOR_MAX_GROUPS];

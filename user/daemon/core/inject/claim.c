@@ -2,12 +2,13 @@
 #include "claim.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "door/door.h"
@@ -30,40 +31,96 @@ static unsigned long long start_time(pid_t pid)
 	return t;
 }
 
+/* Root's directory of claims, made if missing; refused when another user could write in it. */
+static int claim_dir(char *err, size_t errlen)
+{
+	if (mkdir(CLAIM_DIR, 0700) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cannot make %s: %s", CLAIM_DIR, strerror(errno));
+		return -1;
+	}
+	int d = open(CLAIM_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (d < 0 || fstat(d, &st) < 0) {
+		snprintf(err, errlen, "cannot open %s: %s", CLAIM_DIR, strerror(errno));
+		if (d >= 0) close(d);
+		return -1;
+	}
+	if (st.st_uid != geteuid() || (st.st_mode & 022)) {
+		snprintf(err, errlen, "%s belongs to uid %u with mode %04o: another user could take "
+			 "claims there; it must be ours and written by us only", CLAIM_DIR,
+			 (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+		close(d);
+		return -1;
+	}
+	return d;
+}
+
 int inject_claim(pid_t pid, pid_t *holder, char *err, size_t errlen)
 {
 	*holder = 0;
-	struct sockaddr_un a = {.sun_family = AF_UNIX};
-	/* abstract: a leading NUL, no file */
-	int n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "memtraced-inject/%d/%llu", (int)pid,
-			 start_time(pid));
-	socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		snprintf(err, errlen, "cannot claim PID %d for --inject: %s", (int)pid, strerror(errno));
+	char name[96], e[512];
+	snprintf(name, sizeof name, "inject-%d-%llu", (int)pid, start_time(pid));
+	int d = claim_dir(e, sizeof e);
+	if (d < 0) {
+		snprintf(err, errlen, "cannot claim PID %d for --inject: %s", (int)pid, e);
 		return -1;
 	}
-	if (bind(fd, (struct sockaddr *)&a, len) == 0 && listen(fd, 4) == 0) return fd;
-	int e = errno;
-	close(fd);
-	if (e != EADDRINUSE) {
-		snprintf(err, errlen, "cannot claim PID %d for --inject: %s", (int)pid, strerror(e));
-		return -1;
+	for (int attempt = 0; attempt < 100; attempt++) {
+		int fd = openat(d, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0) break;
+		struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+		if (fcntl(fd, F_OFD_SETLK, &l) < 0) {
+			int en = errno;
+			char buf[24] = "";
+			ssize_t n = pread(fd, buf, sizeof buf - 1, 0); /* the holder wrote its pid */
+			close(fd);
+			close(d);
+			if (en != EAGAIN && en != EACCES) {
+				snprintf(err, errlen, "cannot claim PID %d for --inject: %s", (int)pid,
+					 strerror(en));
+				return -1;
+			}
+			long h = n > 0 ? strtol(buf, NULL, 10) : 0;
+			*holder = h > 0 ? (pid_t)h : -1;
+			if (h > 0)
+				snprintf(err, errlen, "PID %d is traced with --inject by memtraced PID %ld "
+					 "already (one --inject session per process)", (int)pid, h);
+			else
+				snprintf(err, errlen, "PID %d is traced with --inject by another memtraced "
+					 "already (one --inject session per process)", (int)pid);
+			return -1;
+		}
+		/* a releaser unlinks before it closes: a lock on a file no longer at the name is
+		 * not the claim; take the new file */
+		struct stat a, b;
+		if (fstat(fd, &a) == 0 && fstatat(d, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+			char buf[24];
+			int n = snprintf(buf, sizeof buf, "%d\n", (int)getpid());
+			if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, (size_t)n, 0) != n) {
+				/* only the message of a second memtraced loses the pid */
+			}
+			close(d);
+			return fd;
+		}
+		close(fd);
 	}
-	/* who holds it: the credentials of the listening socket's owner */
-	int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct ucred cred = {0};
-	socklen_t clen = sizeof cred;
-	if (c >= 0 && connect(c, (struct sockaddr *)&a, len) == 0 &&
-	    getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0)
-		*holder = cred.pid;
-	if (c >= 0) close(c);
-	if (*holder > 0)
-		snprintf(err, errlen, "PID %d is traced with --inject by memtraced PID %d already (one "
-			 "--inject session per process)", (int)pid, (int)*holder);
-	else
-		snprintf(err, errlen, "PID %d is traced with --inject by another memtraced already (one "
-			 "--inject session per process)", (int)pid);
-	*holder = *holder > 0 ? *holder : -1;
+	int en = errno;
+	close(d);
+	snprintf(err, errlen, "cannot claim PID %d for --inject: %s/%s: %s", (int)pid, CLAIM_DIR, name,
+		 strerror(en));
 	return -1;
+}
+
+void inject_claim_release(int fd)
+{
+	if (fd < 0) return;
+	char self[64], path[256];
+	snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(self, path, sizeof path - 1);
+	if (n > 0) {
+		path[n] = '\0';
+		if (!strncmp(path, CLAIM_DIR "/inject-", sizeof CLAIM_DIR + 7)) unlink(path);
+	}
+	close(fd);
 }

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "claim.h"
 #include "inject.h"
 #include "agent.h"
 #include "inject_agent.h"
@@ -237,7 +238,7 @@ void sampler_ctl_free(struct sampler_ctl *c, bool alive)
 		inject_agent_close(c->agent);
 	}
 	safe_moment_close(c->safety);
-	if (c->claim_fd >= 0) close(c->claim_fd);
+	inject_claim_release(c->claim_fd);
 	free(c);
 }
 int sampler_read_check(const struct sampler_ctl *c, struct memtraced_sampler_check *out,

@@ -21,10 +21,14 @@ void cli_usage(FILE *out)
 		"\n"
 		"  -p, --pid PID        attach to the running process PID\n"
 		"  -p PID -p PID2 ...   several processes, each into its own trace and snapshots\n"
-		"      --match PATTERN  trace every process whose executable (path or base name) or\n"
-		"                       the name it was started as matches the shell PATTERN: those\n"
-		"                       that run now and those that exec such a program later;\n"
-		"                       repeatable (either matches)\n"
+		"      --match PATTERN  trace every process whose executable (path or base name)\n"
+		"                       matches the shell PATTERN: those that run now and those\n"
+		"                       that exec such a program later; repeatable (either\n"
+		"                       matches). A base name is any user's to take (a copy of a\n"
+		"                       program under that name): a path or --cgroup selects only\n"
+		"                       root's programs\n"
+		"      --match-argv0    --match also by the name a process was started as and its\n"
+		"                       comm (any process may claim those: exec -a NAME)\n"
 		"      --cgroup PATH    trace every process in the cgroup v2 subtree PATH (relative\n"
 		"                       to /sys/fs/cgroup); with --match: both must hold\n"
 		"      --max-processes N  with --match or --cgroup: trace at most N at once (default\n"
@@ -189,7 +193,7 @@ enum { OPT_PROBE_FLOOR = 256, OPT_STACK_BYTES, OPT_NO_STATUS, OPT_TOP, OPT_TOP_I
        OPT_SNAP_DIR, OPT_SNAP_INTERVAL, OPT_SNAP_KEEP, OPT_FILE_MODE, OPT_FOLLOW_FORKS, OPT_NO_FOLLOW_FORKS,
        OPT_HOLD_EXEC, OPT_RING_SIZE, OPT_INJECT, OPT_NO_MMAP, OPT_PYTHON, OPT_FORMAT, OPT_MATCH, OPT_CGROUP,
        OPT_MAX_PROCESSES, OPT_LISTEN, OPT_LISTEN_PUBLIC, OPT_LISTEN_TOKEN, OPT_LISTEN_ROOT, OPT_ATTACH_MODE, OPT_KERNEL_CHECK,
-       OPT_OPTIONS_FILE };
+       OPT_OPTIONS_FILE, OPT_MATCH_ARGV0 };
 
 /* Which options were given, for the checks across options. */
 struct cli_seen {
@@ -225,6 +229,7 @@ static const struct option longopts[] = {
 	{"match", required_argument, NULL, OPT_MATCH},
 	{"cgroup", required_argument, NULL, OPT_CGROUP},
 	{"max-processes", required_argument, NULL, OPT_MAX_PROCESSES},
+	{"match-argv0", no_argument, NULL, OPT_MATCH_ARGV0},
 	{"listen", required_argument, NULL, OPT_LISTEN},
 	{"listen-public", no_argument, NULL, OPT_LISTEN_PUBLIC},
 	{"listen-token", required_argument, NULL, OPT_LISTEN_TOKEN},
@@ -423,6 +428,7 @@ static enum cli_result parse_option(int c, char **argv, struct cli_opts *o, stru
 
 	case OPT_LISTEN_PUBLIC: o->listen_public = true; return CLI_OK;
 	case OPT_LISTEN_ROOT: o->listen_root_profiles = true; return CLI_OK;
+	case OPT_MATCH_ARGV0: o->select.by_argv0 = true; return CLI_OK;
 	case OPT_KERNEL_CHECK: o->kernel_check = true; return CLI_OK;
 	case OPT_ATTACH_MODE: {
 		static const char *const names[] = {"auto", "session", "multi", "perf"};
@@ -471,6 +477,10 @@ static enum cli_result check_combination(const struct cli_opts *o, const struct 
 	}
 	if ((o->listen_token || o->listen_root_profiles) && !o->listen) {
 		set_err(err, errlen, "--listen-token and --listen-root-profiles go with --listen");
+		return CLI_ERROR;
+	}
+	if (o->select.by_argv0 && !o->select.nmatch) {
+		set_err(err, errlen, "--match-argv0 goes with --match");
 		return CLI_ERROR;
 	}
 	if (o->select.max_processes && !selecting) {

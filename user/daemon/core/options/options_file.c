@@ -51,14 +51,57 @@ static int add_split(struct options_words *o, char *v)
 	return 0;
 }
 
+/* The file's directory, when others than root (and whoever runs memtraced) may write it, or
+ * NULL (issue 46: a user who may write there could swap the file for a link between two
+ * steps). A sticky directory keeps a name its owner's. */
+static const char *dir_unsafe(int dirfd)
+{
+	struct stat st;
+	if (fstat(dirfd, &st) < 0) return "its directory cannot be read";
+	if (st.st_uid != 0 && st.st_uid != geteuid()) return "in a directory of another user than root";
+	if ((st.st_mode & 022) && !(st.st_mode & S_ISVTX))
+		return "in a directory others than its owner may write";
+	return NULL;
+}
+
+/* path opened read-only in its directory, never through a symbolic link at its name. */
+static int open_checked(const char *path, char *err, size_t errlen)
+{
+	char dir[4096];
+	if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) {
+		snprintf(err, errlen, "--options-file: the path is too long");
+		return -1;
+	}
+	char *slash = strrchr(dir, '/');
+	const char *base = slash ? path + (slash - dir) + 1 : path;
+	if (!slash) snprintf(dir, sizeof dir, ".");
+	else if (slash == dir) dir[1] = '\0';
+	else *slash = '\0';
+	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0) {
+		snprintf(err, errlen, "--options-file %s: its directory: %s", path, strerror(errno));
+		return -1;
+	}
+	const char *bad = dir_unsafe(dirfd);
+	int fd = bad ? -1 : openat(dirfd, base, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+	int e = errno;
+	close(dirfd);
+	if (bad) snprintf(err, errlen, "--options-file %s: %s", path, bad);
+	else if (fd < 0 && e == ELOOP)
+		snprintf(err, errlen, "--options-file %s: a symbolic link (give the file itself)", path);
+	else if (fd < 0) snprintf(err, errlen, "--options-file %s: %s", path, strerror(e));
+	return fd;
+}
+
 int options_file_read(const char *path, struct options_words *out, char *err, size_t errlen)
 {
 	*out = (struct options_words){0};
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	int fd = open_checked(path, err, errlen);
+	if (fd < 0) return -1;
 	struct stat st;
-	if (fd < 0 || fstat(fd, &st) < 0) {
+	if (fstat(fd, &st) < 0) {
 		snprintf(err, errlen, "--options-file %s: %s", path, strerror(errno));
-		if (fd >= 0) close(fd);
+		close(fd);
 		return -1;
 	}
 	/* what it selects is traced as root: only root (or whoever runs memtraced) may write it */

@@ -106,12 +106,17 @@ static const char *base_of(const char *path)
 	return b ? b + 1 : path;
 }
 
-static bool pattern_matches(const char *pat, const struct select_proc *p, char *why, size_t whylen)
+/* The executable's path and base name; with --match-argv0 also the name it was started as and
+ * its comm, which any process sets as it likes (exec -a, PR_SET_NAME): decoys of any user
+ * filled --max-processes and kept root's service untraced (issue 46). */
+static bool pattern_matches(const char *pat, const struct select_proc *p, bool by_argv0,
+			    char *why, size_t whylen)
 {
 	const char *names[] = {p->exe, base_of(p->exe), p->argv0, base_of(p->argv0), p->comm};
 	static const char *const what[] = {"executable", "executable", "started as", "started as",
 					   "name"};
-	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+	size_t n = by_argv0 ? sizeof names / sizeof names[0] : 2;
+	for (size_t i = 0; i < n; i++)
 		if (names[i][0] && fnmatch(pat, names[i], 0) == 0) {
 			if (why) snprintf(why, whylen, "%s %s matches '%s'", what[i], names[i], pat);
 			return true;
@@ -133,7 +138,7 @@ bool select_matches(const struct select_opts *s, const struct select_proc *p, ch
 	char by[600] = "";
 	bool named = s->nmatch == 0;
 	for (int i = 0; i < s->nmatch && !named; i++)
-		named = pattern_matches(s->match[i], p, by, sizeof by);
+		named = pattern_matches(s->match[i], p, s->by_argv0, by, sizeof by);
 	if (!named) return false;
 	bool grouped = s->ncgroup == 0;
 	int g = 0;

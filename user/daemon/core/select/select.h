@@ -19,6 +19,7 @@ struct select_opts {
 	char cgroup[SELECT_MAX][512];  /* normalized: "/system.slice/redis.service", "/" for all */
 	int ncgroup;
 	int max_processes;
+	bool by_argv0; /* --match-argv0: the name it was started as and its comm match too */
 };
 
 /* The cgroup v2 mount point (/sys/fs/cgroup, /sys/fs/cgroup/unified on a hybrid host). */

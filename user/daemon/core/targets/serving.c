@@ -96,23 +96,6 @@ static void comm_of(pid_t pid, char out[64])
 	if (!door_proc_line(pid, "comm", out, 64)) snprintf(out, 64, "?");
 }
 
-/* t's command line (its arguments: a port, a config file) into t->args, once. */
-static void read_args(struct target *t)
-{
-	if (t->args[0]) return;
-	snprintf(t->args, sizeof t->args, " "); /* read: not again, even if empty */
-	int fd = door_proc_open(t->pid, "cmdline", false);
-	if (fd < 0) return;
-	char buf[sizeof t->args];
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0) return;
-	for (ssize_t i = 0; i < n; i++) buf[i] = buf[i] ? buf[i] : ' ';
-	while (n > 0 && buf[n - 1] == ' ') n--;
-	buf[n] = '\0';
-	snprintf(t->args, sizeof t->args, "%s", buf);
-}
-
 /* 1.5 GiB, 12.0 MiB, 3.4 KiB, 12 B */
 static void human_bytes(double b, char *out, size_t len)
 {
@@ -190,10 +173,10 @@ void targets_publish(struct targets *ts)
 			.drop_stack_copy = tot.drop_stack_copy, .over_cap_frames = tot.over_cap_frames,
 			.py_over_budget = tot.py_over_budget, .thinned = tot.thinned,
 			.sampler_thin = tot.src_thin ? tot.src_thin : 1};
-		char name[8192], args[3100], svc[1400] = "", esc[1300], size[32], alloc[32];
+		/* The program, never its arguments: a command line holds what its owner did not mean
+		 * to publish (a data directory, a client's address, a password: issue 46). */
+		char name[8192], svc[1400] = "", esc[1300], size[32], alloc[32];
 		html(name, sizeof name, t->exe);
-		read_args(t);
-		html(args, sizeof args, t->args);
 		html(esc, sizeof esc, unit[k].service); /* a delegated cgroup's name is a user's */
 		if (unit[k].service[0] || unit[k].container[0])
 			snprintf(svc, sizeof svc, " (%s%s%.12s)", esc,
@@ -204,12 +187,12 @@ void targets_publish(struct targets *ts)
 		unsigned long long dropped = tot.drop_ringbuf + tot.drop_map_full + tot.drop_stack_copy;
 		if (plen < page_cap)
 			plen += (size_t)snprintf(page + plen, page_cap - plen,
-						 "<tr><td>%d</td><td>%s%s<br><small>%s</small></td><td>%s</td>"
+						 "<tr><td>%d</td><td>%s%s</td><td>%s</td>"
 						 "<td>%s</td><td>%llu</td><td>%llu</td><td>"
 						 "<a href=\"/debug/pprof/heap?pid=%d\">heap</a> "
 						 "<a href=\"/debug/pprof/allocs?pid=%d\">allocs</a>"
 						 "</td></tr>\n",
-						 (int)t->pid, name, svc, args, size, alloc,
+						 (int)t->pid, name, svc, size, alloc,
 						 (unsigned long long)tot.samples, dropped, (int)t->pid,
 						 (int)t->pid);
 		k++;
@@ -257,11 +240,13 @@ static void answer_text(uint32_t id, unsigned status, const char *text)
 }
 
 /* Does t run as root? Its profile goes only to a request that carried the token: without
- * one any local user could read root's processes' code paths (issue 35). */
+ * one any local user could read root's processes' code paths (issue 35). Any of its real,
+ * effective, saved and filesystem uids: a daemon that drops its euid for a while is root's
+ * still (issue 46). */
 static bool runs_as_root(const struct target *t)
 {
 	struct door_creds c;
-	return !door_creds_of(t->pid, &c) || c.euid == 0; /* unknown: as root */
+	return !door_creds_of(t->pid, &c) || c.any_root; /* unknown: as root */
 }
 
 static bool root_profiles; /* --listen-root-profiles */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/msg.h"
+#include "out_file.h"
 #include "output/snapshot.h"
 #include "output/trace_out.h"
 
@@ -69,33 +70,6 @@ void targets_drop_finished(struct targets *ts, bool *all_ok)
 	if (dropped) malloc_trim(0);
 }
 
-/* Opens (creates or truncates) the trace file before anything is attached, with exactly the
- * permissions `mode` (fchmod: neither the umask nor an older file's mode changes them). A
- * character device or a FIFO (-o /dev/null, a pipe to a reader) is written as it is: no mode
- * is set on it. */
-static int open_output(const char *path, unsigned mode, char *err, size_t errlen)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-	if (fd < 0) {
-		snprintf(err, errlen, "cannot write the trace file '%.3000s': %s", path, strerror(errno));
-		return -1;
-	}
-	struct stat st;
-	if (fstat(fd, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
-		snprintf(err, errlen, "cannot write the trace file '%.3000s': not a regular file, a "
-			 "character device or a FIFO", path);
-		close(fd);
-		return -1;
-	}
-	if (S_ISREG(st.st_mode) && fchmod(fd, mode) < 0) {
-		snprintf(err, errlen, "cannot set mode %04o on the trace file '%.3000s': %s", mode, path,
-			 strerror(errno));
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
 int target_prepare_outputs(struct targets *ts, struct target *t)
 {
 	const struct cli_opts *o = ts->o;
@@ -116,7 +90,8 @@ int target_prepare_outputs(struct targets *ts, struct target *t)
 	}
 	if (!t->execs) snprintf(t->base_path, sizeof t->base_path, "%s", t->out_path);
 	if (!o->probe_floor && !o->no_trace) {
-		t->out_fd = open_output(t->out_path, o->file_mode, err, sizeof err);
+		/* made new, never through what another user put at the name (issue 46) */
+		t->out_fd = mt_out_create(t->out_path, o->file_mode, "trace file", err, sizeof err);
 		if (t->out_fd < 0) {
 			msg_error("%s", err);
 			return 1;

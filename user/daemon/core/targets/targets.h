@@ -20,8 +20,6 @@ struct target {
 	pid_t pid;
 	char exe[4096];
 	char name[4096];      /* the program as it was started (target_program_name) */
-	char args[512];       /* its command line, spaces between the arguments, for the index
-				 page (read once, when first published) */
 	struct alloc_sites sites; /* the session points into it: lives as long as the session */
 	char out_path[4096];
 	int out_fd;

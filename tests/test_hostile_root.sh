@@ -9,6 +9,7 @@
 #    A rerun in root's own directory still replaces its old trace (mode 0600).
 # 2. The --inject claim cannot be squatted: the user binds the abstract socket name it used to
 #    be and fills its backlog; root's --inject=required traces the user's service anyway.
+# 3. A fork loop under -p --follow-forks: the daemon's memory and its stderr stay bounded.
 # 4. Decoys of any user started under root's service's name (exec -a) take no --max-processes
 #    slot; --match-argv0 asks for them.
 # 5. A root process that dropped its euid for a while is root's: 403 without the token.
@@ -17,7 +18,7 @@ source "$(dirname "$0")/lib/test.sh"
 
 MT=$BIN/memtraced
 DUMP=$BIN/memtrace-dump
-for f in "$MT" "$DUMP" "$BIN/memtrace-html" "$TARGETS/prefork" "$TARGETS/service_leak"; do
+for f in "$MT" "$DUMP" "$BIN/memtrace-html" "$TARGETS/prefork" "$TARGETS/service_leak" "$TARGETS/fork_loop"; do
 	if [ ! -e "$f" ]; then
 		fail hostile_root_built "missing $f (run make)"
 		exit 0
@@ -196,6 +197,44 @@ else
 	fail hostile_claim_squat_traced_anyway "the squatter never bound: $(cat "$TMP/squat.out")"
 fi
 touch "$H/home/svc3/stop"
+
+# ---- 3. a fork loop of the user's (1000 forks a second, each child living 300 ms) under
+# -p --follow-forks: the daemon's peak RSS stays under 256 MiB (the default --max-processes 64
+# forked children at once; ~95 MiB here, 1.15 GB before), and its lines about children not
+# followed bounded (5 in full a 10 s window, the rest summed up; 11-18k lines in 20 s before)
+mkdir -p "$H/home/fl" && chown "$uid:$gid" "$H/home/fl"
+cp "$TARGETS/fork_loop" "$H/fork_loop" && chmod 0755 "$H/fork_loop"
+"${USER_RUN[@]}" "$H/fork_loop" "$H/home/fl" 1000 300 >/dev/null 2>&1 &
+flp=$!
+pids+=($flp)
+if wait_file "$H/home/fl/ready" 100; then
+	"$MT" -p "$flp" --follow-forks --rate 1e-2 -d 20 -o "$TMP/fl-%p.ctf" >/dev/null 2>"$TMP/3.err" &
+	m=$!
+	hwm=0
+	while kill -0 "$m" 2>/dev/null; do
+		h=$(awk '/^VmHWM:/ { print $2 }' "/proc/$m/status" 2>/dev/null)
+		[ -n "$h" ] && hwm=$h
+		sleep 1
+	done
+	wait "$m"
+	touch "$H/home/fl/stop"
+	lines=$(wc -l <"$TMP/3.err")
+	full=$(grep -c "forked PID .*: not followed" "$TMP/3.err")
+	nf=$(grep -c "not followed" "$TMP/3.err")
+	traced=$(grep -c "^memtraced: tracing PID" "$TMP/3.err")
+	echo "fork loop: daemon peak RSS ${hwm} kB, $lines stderr lines ($full 'not followed' in full), $traced children traced"
+	if [ "$hwm" -gt 0 ] && [ "$hwm" -lt 262144 ]; then pass hostile_fork_loop_daemon_rss_bounded
+	else fail hostile_fork_loop_daemon_rss_bounded "peak RSS ${hwm} kB (bound 262144)"; fi
+	# each child traced says a few lines (tracing, exited, its summary); the rest is bounded
+	if [ "$lines" -le $((6 * traced + 200)) ] && [ "$full" -le 15 ] && [ "$nf" -le 30 ] && grep -q "forked children not followed: [0-9]* in all" "$TMP/3.err" &&
+		[ "$traced" -ge 2 ]; then
+		pass hostile_fork_loop_lines_bounded
+	else
+		fail hostile_fork_loop_lines_bounded "$lines lines, $full in full, $nf not followed, $traced traced: $(tail -n 2 "$TMP/3.err")"
+	fi
+else
+	fail hostile_fork_loop_daemon_rss_bounded "the fork loop never got ready"
+fi
 
 # ---- 4. decoys started under root's service's name (exec -a) take no slot of --max-processes:
 # root's service is traced, no decoy is

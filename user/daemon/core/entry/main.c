@@ -586,6 +586,12 @@ int main(int argc, char **argv)
 	int wstatus = 0;
 	bool exited = false;
 	bool all_ok = trace_until_done(&ts, view, &exited, &wstatus);
+	targets_say_not_followed(&ts);
+	if (ts.forks_not_followed)
+		msg_say("forked children not followed: %llu in all", (unsigned long long)ts.forks_not_followed);
+	if (ts.lc && lifecycle_lost(ts.lc))
+		msg_warn("%llu exec, fork or dlopen events came faster than they could be queued: not "
+			 "followed", (unsigned long long)lifecycle_lost(ts.lc));
 	targets_print_traces(&ts);
 	rc = spawn ? wait_command(&ts, sp.pid, exited, wstatus) : all_ok ? 0 : 1;
 	if (select_active(&o.select) && !ts.selected_traced && ts.attach_failures) {

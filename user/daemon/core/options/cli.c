@@ -32,7 +32,8 @@ void cli_usage(FILE *out)
 		"      --cgroup PATH    trace every process in the cgroup v2 subtree PATH (relative\n"
 		"                       to /sys/fs/cgroup); with --match: both must hold\n"
 		"      --max-processes N  with --match or --cgroup: trace at most N at once (default\n"
-		"                       64), warn about the others. No continuous trace unless -o\n"
+		"                       64), warn about the others (with --follow-forks: at most N\n"
+		"                       forked children at once too). No continuous trace unless -o\n"
 		"                       FILE with %%p: snapshots into --snapshot-dir\n"
 		"      --listen [ADDR:]PORT  serve /metrics (Prometheus), /debug/pprof/heap and\n"
 		"                       /debug/pprof/allocs (pprof, ?pid=N, ?seconds=N) and an\n"
@@ -483,8 +484,8 @@ static enum cli_result check_combination(const struct cli_opts *o, const struct 
 		set_err(err, errlen, "--match-argv0 goes with --match");
 		return CLI_ERROR;
 	}
-	if (o->select.max_processes && !selecting) {
-		set_err(err, errlen, "--max-processes goes with --match or --cgroup");
+	if (o->select.max_processes && !selecting && !o->follow_forks) {
+		set_err(err, errlen, "--max-processes goes with --match, --cgroup or --follow-forks");
 		return CLI_ERROR;
 	}
 	if (selecting && !o->output && !o->snapshot_dir && !o->listen) {
@@ -598,6 +599,9 @@ enum cli_result cli_parse(int argc, char **argv, struct cli_opts *o, char *err, 
 		 * child) run its program: they are traced too unless asked not to (issue 36) */
 		if (!o->no_follow_forks && !o->probe_floor) o->follow_forks = true;
 	}
+	/* forked children traced at once are bounded too (issue 46: a fork loop) */
+	if (o->follow_forks && !o->select.max_processes)
+		o->select.max_processes = SELECT_DEFAULT_MAX_PROCESSES;
 	if (o->no_follow_forks) o->follow_forks = false;
 	return check_combination(o, &seen, err, errlen);
 }

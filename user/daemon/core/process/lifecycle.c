@@ -43,6 +43,7 @@ struct lifecycle {
 	int nw, capw;
 	struct lifecycle_event *q;    /* queue: q[head..n) */
 	size_t head, n, cap;
+	uint64_t lost;                /* events past LC_QUEUE_MAX */
 	uint64_t last_fallback_ns;
 };
 
@@ -53,9 +54,17 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* Events between two drains: past this many (a fork loop while the main loop was busy) the
+ * rest are counted as lost instead of growing the queue without bound (issue 46). */
+#define LC_QUEUE_MAX 65536
+
 static void push(struct lifecycle *lc, enum lc_kind kind, pid_t pid, pid_t child, uint64_t t)
 {
 	if (lc->head > 0 && lc->head == lc->n) lc->head = lc->n = 0;
+	if (lc->n - lc->head >= LC_QUEUE_MAX) {
+		lc->lost++;
+		return;
+	}
 	if (lc->n == lc->cap) {
 		size_t cap = lc->cap ? lc->cap * 2 : 64;
 		struct lifecycle_event *q = realloc(lc->q, cap * sizeof(*q));
@@ -391,7 +400,7 @@ bool lifecycle_next(struct lifecycle *lc, struct lifecycle_event *ev)
 
 uint64_t lifecycle_lost(const struct lifecycle *lc)
 {
-	return lc->skel ? lc->skel->bss->lost_events : 0;
+	return (lc->skel ? lc->skel->bss->lost_events : 0) + lc->lost;
 }
 
 void lifecycle_close(struct lifecycle *lc)

@@ -50,6 +50,7 @@ uint64_t lifecycle_exec_time(struct lifecycle *lc, pid_t pid);
 uint64_t lifecycle_take_exec(struct lifecycle *lc, pid_t pid);
 /* Takes the oldest queued event. false when there is none. */
 bool lifecycle_next(struct lifecycle *lc, struct lifecycle_event *ev);
+/* Events lost: the BPF ring was full, or more than the queue holds came between two drains. */
 uint64_t lifecycle_lost(const struct lifecycle *lc);
 void lifecycle_close(struct lifecycle *lc);
 

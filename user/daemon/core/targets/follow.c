@@ -11,6 +11,7 @@
 #include "door/door.h"
 #include "parser/parser.h"
 #include "common/msg.h"
+#include "output/trace_out.h"
 
 static void say_note(const char *note)
 {
@@ -176,15 +177,64 @@ static void take_spare(struct targets *ts, struct target *n, pid_t pid)
 /* --follow-forks: parent forked child, a new process with the parent's mappings. */
 static int count_selected(const struct targets *ts);
 
+/* Forked children traced now that no selection counts (-p PID or -- CMD --follow-forks):
+ * --max-processes bounds them too, so that a fork loop cannot drive the daemon's memory up
+ * with a session per child (issue 46: 1.15 GB at 1000 forks a second). */
+static int count_forked(const struct targets *ts)
+{
+	int n = 0;
+	for (int i = 0; i < ts->n; i++) n += ts->t[i]->active && ts->t[i]->forked && !ts->t[i]->selected;
+	return n;
+}
+
+#define NOT_FOLLOWED_SAID 5               /* lines said in full per window ... */
+#define NOT_FOLLOWED_WINDOW_NS 10000000000ULL /* ... of 10 s; the rest in one line a window */
+
+/* A forked child not followed: counted, said in full for the first few of each window, the
+ * others summed up in one line when the window ends (a fork loop printed 11-18k lines every
+ * 20 s). */
+static void child_not_followed(struct targets *ts, pid_t parent, pid_t child, const char *why)
+{
+	ts->forks_not_followed++;
+	uint64_t now = trace_out_mono_now_ns();
+	if (now - ts->nf_window_ns >= NOT_FOLLOWED_WINDOW_NS) {
+		targets_say_not_followed(ts);
+		ts->nf_window_ns = now;
+		ts->nf_said = 0;
+	}
+	if (ts->nf_said < NOT_FOLLOWED_SAID) {
+		ts->nf_said++;
+		msg_say("PID %d forked PID %d: not followed: %s%s", (int)parent, (int)child, why,
+			ts->nf_said == NOT_FOLLOWED_SAID ? " (more such lines are summed up every 10 s)" : "");
+		return;
+	}
+	ts->nf_unsaid++;
+	snprintf(ts->nf_last, sizeof ts->nf_last, "PID %d: %.200s", (int)child, why);
+}
+
+void targets_say_not_followed(struct targets *ts)
+{
+	if (!ts->nf_unsaid) return;
+	msg_say("%llu more forked children not followed in the last %llu s (the last: %s); %llu in all",
+		(unsigned long long)ts->nf_unsaid,
+		(unsigned long long)((trace_out_mono_now_ns() - ts->nf_window_ns) / 1000000000ULL),
+		ts->nf_last, (unsigned long long)ts->forks_not_followed);
+	ts->nf_unsaid = 0;
+}
+
 static void follow_fork(struct targets *ts, pid_t parent, pid_t child)
 {
 	if (targets_find_active(ts, child)) return; /* adopted already (adopt_children) */
 	char err[1024] = "";
 	struct target *sp = targets_find_active(ts, parent);
-	if (sp && sp->selected && count_selected(ts) >= ts->o->select.max_processes) {
+	bool selected = sp && sp->selected;
+	if (selected ? count_selected(ts) >= ts->o->select.max_processes
+		     : ts->o->select.max_processes && count_forked(ts) >= ts->o->select.max_processes) {
 		ts->refused_max_processes++;
-		msg_warn("PID %d (forked by %d) not traced: --max-processes %d are traced already",
-			 (int)child, (int)parent, ts->o->select.max_processes);
+		char why[96];
+		snprintf(why, sizeof why, "--max-processes %d %s traced already",
+			 ts->o->select.max_processes, selected ? "are" : "forked children are");
+		child_not_followed(ts, parent, child, why);
 		lifecycle_unwatch(ts->lc, child);
 		return;
 	}
@@ -198,6 +248,7 @@ static void follow_fork(struct targets *ts, pid_t parent, pid_t child)
 	/* a selected server's worker: counted by --max-processes, let go at an exec of a program
 	 * that is not selected, like its parent */
 	n->selected = p && p->selected;
+	n->forked = true;
 	if (p && p->sampler && p->sampler->started) /* it inherited the redirected GOT */
 		snprintf(n->inherited_sampler, sizeof n->inherited_sampler, "%s", p->sampler->path);
 	bool ok = target_check_pid(child, err, sizeof err) == 0;
@@ -213,7 +264,7 @@ static void follow_fork(struct targets *ts, pid_t parent, pid_t child)
 	}
 	if (ok && target_start_session(ts, n, false, err, sizeof err) < 0) ok = false;
 	if (!ok) {
-		msg_say("PID %d forked PID %d: not followed: %s", (int)parent, (int)child, err);
+		child_not_followed(ts, parent, child, err);
 		tracer_close(n->attached);
 		n->attached = NULL;
 		target_release_outputs(ts, n, true);

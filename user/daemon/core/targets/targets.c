@@ -317,7 +317,12 @@ static void note_trace(struct targets *ts, struct target *t, enum finish_why why
 void targets_print_traces(const struct targets *ts)
 {
 	if (ts->ntraces < 2) return; /* one trace: the summary named it */
+	const int most = 32; /* a fork loop's thousands of children: the first ones, then a count */
 	for (int i = 0; i < ts->ntraces; i++) {
+		if (i == most) {
+			msg_say("... and %d traces more (%d in all)", ts->ntraces - most, ts->ntraces);
+			break;
+		}
 		const struct trace_record *r = &ts->traces[i];
 		/* an exec renames the trace of the program before: say where it is now */
 		msg_say("trace %s: PID %d, %s, %llu records holding %llu samples", r->path, (int)r->pid,

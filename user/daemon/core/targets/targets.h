@@ -39,6 +39,7 @@ struct target {
 	struct hold *hold;    /* the ptrace hold this process is under (-- CMD, --hold-exec), or
 				 NULL; borrowed from struct targets */
 	bool initial;         /* one of the processes named on the command line */
+	bool forked;          /* followed at its fork (--follow-forks) */
 	bool selected;        /* found by --match or --cgroup (now or at an exec): detached when it
 				 execs a program that is not selected */
 	struct session *begun; /* begun already (an exec prepared while held): its trace starts */
@@ -75,6 +76,9 @@ struct targets {
 	uint64_t snapshot_failures;      /* snapshots not written, of every process (--listen) */
 	uint64_t refused_max_processes;  /* selected processes not traced: --max-processes reached */
 	uint64_t parser_restarts;        /* the parser died and was started again (--match, --cgroup) */
+	uint64_t forks_not_followed;     /* --follow-forks: children not traced (gone, the cap...) */
+	uint64_t nf_window_ns, nf_said, nf_unsaid; /* ... said at a bounded rate (follow.c) */
+	char nf_last[256];
 };
 
 /* Why tracing of a target ends (the message and the summary follow from it). */
@@ -112,6 +116,8 @@ void target_release_outputs(struct targets *ts, struct target *t, bool remove_ou
  * several programs, several traces). */
 void targets_print_traces(const struct targets *ts);
 
+/* follow.c: the forked children not followed that were not said yet, in one line. */
+void targets_say_not_followed(struct targets *ts);
 /* follow.c: acts on what the traced processes did since the last call (exec, fork, dlopen). */
 void targets_follow_lifecycle(struct targets *ts);
 /* --match, --cgroup: attaches to the selected processes that run now (up to --max-processes). */

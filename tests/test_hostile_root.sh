@@ -14,6 +14,7 @@
 #    slot; --match-argv0 asks for them.
 # 5. A root process that dropped its euid for a while is root's: 403 without the token.
 # 6. The index page shows no process's arguments.
+# 7. A public listener counts every loopback address as one; window slots per address.
 source "$(dirname "$0")/lib/test.sh"
 
 MT=$BIN/memtraced
@@ -308,4 +309,69 @@ else
 	fail hostile_dropped_euid_root_profile_refused "the programs never got ready"
 fi
 touch "$H/drop/stop" "$H/home/svc2/stop"
+wait 2>/dev/null
+
+# ---- 7. a public listener: every loopback address is one for the per-address limits (a local
+# user connecting from 127.0.0.2, .3, ... held all 256 connections); window slots per address:
+# one client (here loopback) holds at most 2 of the 4, a client elsewhere gets one meanwhile
+ADDR=198.51.100.46   # a second address of this host (on lo), not loopback (TEST-NET-2)
+ip addr del "$ADDR/32" dev lo 2>/dev/null
+if ip addr add "$ADDR/32" dev lo; then
+	trap 'kill "${pids[@]}" 2>/dev/null; ip addr del '"$ADDR/32"' dev lo 2>/dev/null; rm -rf "$TMP" "$H"' EXIT
+	svc7=$(start_service "$H/home/svc7")
+	P=$(free_port)
+	"$MT" -p "$svc7" --rate 1e-2 --listen "0.0.0.0:$P" --listen-public --listen-root-profiles -o none --snapshot-dir "$TMP/snaps7" -d 40 >/dev/null 2>"$TMP/7.err" &
+	m=$!
+	for _ in $(seq 100); do curl -s "http://$ADDR:$P/metrics" | grep -q "pid=\"$svc7\"" && break; sleep 0.1; done
+	/usr/bin/python3 - "$P" >"$TMP/7.conns" 2>&1 <<'PY' &
+import socket, sys, time
+port = int(sys.argv[1])
+held = []
+for i in range(100):   # from 127.0.0.2 .. 127.0.0.101, each a "different" address before
+    s = socket.socket()
+    s.bind(("127.0.0.%d" % (i + 2), 0))
+    try:
+        s.connect(("127.0.0.1", port))
+        held.append(s)
+    except OSError:
+        pass
+time.sleep(1.5)
+open_ = 0
+for s in held:
+    s.setblocking(False)
+    try:
+        open_ += s.recv(1) != b""
+    except BlockingIOError:
+        open_ += 1      # nothing to read: still open
+    except OSError:
+        pass
+print("open", open_)
+sys.stdout.flush()
+time.sleep(3)
+PY
+	conns=$!
+	sleep 2.5
+	other=$(curl -s -m 3 -o /dev/null -w '%{http_code}' "http://$ADDR:$P/metrics")
+	wait "$conns"
+	n=$(awk '/^open/ { print $2 }' "$TMP/7.conns")
+	if [ -n "$n" ] && [ "$n" -le 64 ] && [ "$other" = 200 ]; then pass hostile_loopback_one_address
+	else fail hostile_loopback_one_address "$n of 100 loopback connections held open (at most 64), another address: HTTP $other; $(cat "$TMP/7.conns" | tail -n 2)"; fi
+	# windows: 2 from loopback, the third refused; one from another address is answered
+	wp=()
+	for _ in 1 2; do curl -s -m 6 -o /dev/null "http://127.0.0.1:$P/debug/pprof/heap?seconds=5" & wp+=($!); done
+	sleep 1
+	third=$(curl -s -m 2 --interface 127.0.0.3 "http://127.0.0.1:$P/debug/pprof/heap?seconds=5")
+	away=$(curl -s -m 6 -o /dev/null -w '%{http_code}' "http://$ADDR:$P/debug/pprof/heap?seconds=1")
+	wait "${wp[@]}"
+	if [ "$third" = "too many windows (?seconds=N) from your address at once" ] && [ "$away" = 200 ]; then
+		pass hostile_windows_per_address
+	else
+		fail hostile_windows_per_address "third from loopback: '$third', from $ADDR: HTTP $away"
+	fi
+	kill -INT "$m"; wait "$m"
+	touch "$H/home/svc7/stop"
+	ip addr del "$ADDR/32" dev lo
+else
+	fail hostile_loopback_one_address "cannot add the address $ADDR to lo"
+fi
 wait 2>/dev/null

@@ -74,6 +74,35 @@ bool select_add_cgroup(struct select_opts *s, const char *path, char *err, size_
 	return true;
 }
 
+/* Does argv0 name the executable itself: a link to it (Debian's /usr/bin/redis-server to
+ * redis-check-rdb), found as the process's root has it (an absolute path, or a name in the
+ * system's PATH directories, which only root writes)? Then the name is no claim of the
+ * process's own: a decoy's "exec -a NAME" names another file or none (issue 46). */
+static bool argv0_names_exe(pid_t pid, const char *argv0)
+{
+	if (!argv0[0] || (strchr(argv0, '/') && argv0[0] != '/')) return false;
+	int exe = door_proc_open(pid, "exe", false);
+	struct stat xs;
+	bool ok = exe >= 0 && fstat(exe, &xs) == 0;
+	if (exe >= 0) close(exe);
+	int root = ok ? door_proc_root(pid) : -1;
+	if (root < 0) return false;
+	static const char *const dirs[] = {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin",
+					   "/usr/bin", "/sbin", "/bin"};
+	bool same = false;
+	for (size_t i = 0; i < (argv0[0] == '/' ? 1 : sizeof dirs / sizeof dirs[0]) && !same; i++) {
+		char path[4200];
+		if (argv0[0] == '/') snprintf(path, sizeof path, "%s", argv0);
+		else snprintf(path, sizeof path, "%s/%s", dirs[i], argv0);
+		int fd = door_open_at(root, path, 0, true);
+		struct stat st;
+		same = fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == xs.st_dev && st.st_ino == xs.st_ino;
+		if (fd >= 0) close(fd);
+	}
+	close(root);
+	return same;
+}
+
 int select_describe(pid_t pid, struct select_proc *p)
 {
 	memset(p, 0, sizeof *p);
@@ -88,6 +117,7 @@ int select_describe(pid_t pid, struct select_proc *p)
 		p->argv0[got] = '\0'; /* the first NUL ends argv[0] */
 		fclose(f);
 	}
+	p->pid = pid;
 	/* cgroup v2: the line "0::/PATH" */
 	f = door_proc_fopen(pid, "cgroup");
 	char line[600];
@@ -106,18 +136,20 @@ static const char *base_of(const char *path)
 	return b ? b + 1 : path;
 }
 
-/* The executable's path and base name; with --match-argv0 also the name it was started as and
- * its comm, which any process sets as it likes (exec -a, PR_SET_NAME): decoys of any user
- * filled --max-processes and kept root's service untraced (issue 46). */
+/* The executable's path and base name, and the name it was started as where that names the
+ * executable (a link to it); with --match-argv0 also any name it was started as and its comm,
+ * which any process sets as it likes (exec -a, PR_SET_NAME): decoys of any user filled
+ * --max-processes and kept root's service untraced (issue 46). */
 static bool pattern_matches(const char *pat, const struct select_proc *p, bool by_argv0,
 			    char *why, size_t whylen)
 {
 	const char *names[] = {p->exe, base_of(p->exe), p->argv0, base_of(p->argv0), p->comm};
 	static const char *const what[] = {"executable", "executable", "started as", "started as",
 					   "name"};
-	size_t n = by_argv0 ? sizeof names / sizeof names[0] : 2;
+	size_t n = by_argv0 ? sizeof names / sizeof names[0] : 4;
 	for (size_t i = 0; i < n; i++)
-		if (names[i][0] && fnmatch(pat, names[i], 0) == 0) {
+		if (names[i][0] && fnmatch(pat, names[i], 0) == 0 &&
+		    (i < 2 || by_argv0 || argv0_names_exe(p->pid, p->argv0))) { /* (checked last: costly) */
 			if (why) snprintf(why, whylen, "%s %s matches '%s'", what[i], names[i], pat);
 			return true;
 		}

@@ -33,6 +33,7 @@ bool select_active(const struct select_opts *s);
 struct select_proc {
 	char exe[4096];      /* its executable's path ("" for a kernel thread) */
 	char argv0[256];     /* the name it was started as */
+	pid_t pid;
 	char comm[32];
 	char cgroup[512];    /* its cgroup v2 path */
 };

@@ -21,8 +21,48 @@ struct doc {
 				      keeps the one it took */
 };
 
+/* A client's address as the limits count it: IPv4 as IPv6 (::ffff:a.b.c.d), and every
+ * loopback address (127.0.0.0/8, ::1) as one: a local user could otherwise take the limit of
+ * each of 127.0.0.0/8 in turn (issue 46). */
+struct addr_key {
+	uint8_t b[16];
+};
+
+static struct addr_key addr_key_of(const struct sockaddr *sa)
+{
+	struct addr_key k = {{0}};
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	memcpy(k.b, mapped, 12);
+	uint32_t v4 = 0;
+	if (sa && sa->sa_family == AF_INET) {
+		v4 = ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr);
+	} else if (sa && sa->sa_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+		if (IN6_IS_ADDR_LOOPBACK(a)) v4 = 0x7f000001;
+		else if (IN6_IS_ADDR_V4MAPPED(a)) v4 = ((uint32_t)a->s6_addr[12] << 24) |
+						       ((uint32_t)a->s6_addr[13] << 16) |
+						       ((uint32_t)a->s6_addr[14] << 8) | a->s6_addr[15];
+		else {
+			memcpy(k.b, a->s6_addr, 16);
+			return k;
+		}
+	}
+	if (v4 >> 24 == 127) v4 = 0x7f000001;
+	k.b[12] = (uint8_t)(v4 >> 24);
+	k.b[13] = (uint8_t)(v4 >> 16);
+	k.b[14] = (uint8_t)(v4 >> 8);
+	k.b[15] = (uint8_t)v4;
+	return k;
+}
+
+static bool same_addr(const struct addr_key *a, const struct addr_key *b)
+{
+	return memcmp(a->b, b->b, sizeof a->b) == 0;
+}
+
 /* A request held (suspended) until the daemon answers it. */
 struct pending {
+	struct addr_key addr; /* its client's: windows are limited per address */
 	bool used, answered, cancelled;
 	uint32_t id;
 	unsigned seconds; /* a window (?seconds=N): its client is watched while it is held */
@@ -39,6 +79,7 @@ struct conn {
 	bool used, in_request; /* in_request: its headers came, it is being answered */
 	int fd;
 	uint64_t due_ns;
+	struct addr_key addr;  /* where it comes from (addr_key_of) */
 };
 
 static struct {
@@ -53,6 +94,7 @@ static struct {
 	void *ask_ctx;
 	pthread_t watch;
 	char token[300]; /* "Bearer TOKEN" (--listen-token), or "" */
+	unsigned per_address; /* connections from one address at most, or 0 (a loopback listener) */
 } H = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void http_set_token(const char *token)
@@ -105,7 +147,9 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		struct conn *k = NULL;
 		for (size_t n = 0; n < sizeof H.conns / sizeof H.conns[0] && !k; n++)
 			if (!H.conns[n].used) k = &H.conns[n];
-		if (k && i) *k = (struct conn){.used = true, .fd = i->connect_fd, .due_ns = now_ns() + REQUEST_NS};
+		const union MHD_ConnectionInfo *a = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		if (k && i) *k = (struct conn){.used = true, .fd = i->connect_fd, .due_ns = now_ns() + REQUEST_NS,
+					       .addr = addr_key_of(a ? a->client_addr : NULL)};
 		*socket_context = k;
 	} else if (*socket_context) { /* closed: libmicrohttpd closes its socket after this */
 		*(struct conn *)*socket_context = (struct conn){0};
@@ -194,10 +238,20 @@ static enum MHD_Result ask_daemon(struct MHD_Connection *c, int kind, void **sta
 		return reply(c, MHD_HTTP_BAD_REQUEST, "seconds=N: N a whole number of seconds, at most 60\n");
 	pthread_mutex_lock(&H.lock);
 	struct pending *p = NULL;
-	int windows = 0;
+	const struct conn *k = conn_of(c);
+	struct addr_key from = k ? k->addr : addr_key_of(NULL);
+	int windows = 0, mine = 0;
 	for (int i = 0; i < HTTP_MAX_HELD; i++) {
 		if (!H.held[i].used && !p) p = &H.held[i];
-		if (H.held[i].used && H.held[i].seconds) windows++;
+		if (H.held[i].used && H.held[i].seconds) {
+			windows++;
+			mine += same_addr(&H.held[i].addr, &from);
+		}
+	}
+	if (seconds && mine >= HTTP_MAX_WINDOWS_PER_ADDRESS) { /* one client took them all */
+		pthread_mutex_unlock(&H.lock);
+		return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "too many windows (?seconds=N) from your "
+			     "address at once\n");
 	}
 	if (seconds && windows >= HTTP_MAX_WINDOWS) {
 		pthread_mutex_unlock(&H.lock);
@@ -210,6 +264,7 @@ static enum MHD_Result ask_daemon(struct MHD_Connection *c, int kind, void **sta
 	}
 	const union MHD_ConnectionInfo *fdi = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 	*p = (struct pending){.used = true, .id = ++H.next_id, .conn = c, .seconds = (unsigned)seconds,
+			      .addr = from,
 			      .fd = fdi ? fdi->connect_fd : -1};
 	*state = p;
 	struct http_want w = {.id = p->id, .kind = kind, .pid = (int)pid, .all_users = H.token[0] != 0,
@@ -366,20 +421,36 @@ static bool loopback(int listen_fd)
 	return false;
 }
 
+/* A new client, before libmicrohttpd takes it: refused when its address (loopback as one)
+ * has HTTP_MAX_PER_ADDRESS connections already. libmicrohttpd's own limit counted each of
+ * 127.0.0.0/8 apart. Its one polling thread accepts: the count cannot move meanwhile. */
+static enum MHD_Result accept_policy(void *cls, const struct sockaddr *sa, socklen_t len)
+{
+	(void)cls;
+	(void)len;
+	if (!H.per_address) return MHD_YES;
+	struct addr_key from = addr_key_of(sa);
+	unsigned n = 0;
+	pthread_mutex_lock(&H.lock);
+	for (size_t i = 0; i < sizeof H.conns / sizeof H.conns[0]; i++)
+		n += H.conns[i].used && same_addr(&H.conns[i].addr, &from);
+	pthread_mutex_unlock(&H.lock);
+	return n < H.per_address ? MHD_YES : MHD_NO;
+}
+
 int http_start(int listen_fd, char *err, size_t errlen)
 {
 	/* A limit per address where clients come from their own addresses; on loopback every
 	 * local client shares 127.0.0.1 with the scraper, and a limit there would let one of
 	 * them lock the scraper out (docs/security.md: the token and the request deadline). */
-	unsigned per_address = loopback(listen_fd) ? 0 : HTTP_MAX_PER_ADDRESS;
+	H.per_address = loopback(listen_fd) ? 0 : HTTP_MAX_PER_ADDRESS;
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
 			 MHD_ALLOW_SUSPEND_RESUME;
-	H.mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, NULL,
+	H.mhd = MHD_start_daemon(flags, 0, accept_policy, NULL, on_request, NULL,
 				 MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listen_fd,
 				 MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
 				 MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
 				 MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
-				 MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address,
 				 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
 				 /* request line, headers and buffers of one connection */
 				 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384,

@@ -18,12 +18,14 @@
 #define HTTP_MAX_CONNECTIONS 256 /* at most 16 KiB each: 4 MiB */
 #define HTTP_MAX_HELD 8        /* profile requests held at once (WANT_MAX_PENDING) */
 #define HTTP_MAX_WINDOWS 4     /* of them with ?seconds=N: the others are left to profiles now */
+#define HTTP_MAX_WINDOWS_PER_ADDRESS 2 /* of those from one address (loopback as one) */
 #define HTTP_MAX_SECONDS 60    /* ?seconds=N is cut to it (WANT_MAX_SECONDS) */
 #define HTTP_REQUEST_SECONDS 5 /* a request's line and headers must all come within it (from
 				  the connection, or the last answer on it): a slow client
 				  (slowloris) trickling bytes is cut */
-#define HTTP_MAX_PER_ADDRESS 64 /* connections from one address, on an address that is not
-				   loopback (there every local client is 127.0.0.1) */
+#define HTTP_MAX_PER_ADDRESS 64 /* connections from one address (all of loopback as one), on
+				   a listener that is not loopback (there every local client is
+				   127.0.0.1) */
 
 enum { HTTP_WANT_HEAP, HTTP_WANT_ALLOCS, HTTP_WANT_CANCEL /* id's client is gone */ };
 struct http_want {

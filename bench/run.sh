@@ -3,7 +3,7 @@
 #
 #   bash bench/run.sh [BUILD]          (root; about 10-15 minutes on the project's 2-vCPU VM)
 #
-# Sections (BENCH_ONLY=micro,modes,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view,serve,fleet,idle,python,costs to pick some):
+# Sections (BENCH_ONLY=micro,modes,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view,serve,fleet,idle,forks,python,costs to pick some):
 #   micro     malloc/free loop (bench/micro_alloc), ns per pair, interleaved rounds of:
 #             none | floor (empty probes on memtraced's sites) | memtraced (default rate) |
 #             memtraced --rate 1 | memtraced --inject | bcc memleak | heaptrack; plus design figures from
@@ -28,6 +28,8 @@
 #             attach_ms_1st, attach_ms_64th (bench/serve_section.sh)
 #   idle      64 idle programs picked up at exec: daemon_cpu_pct_idle_64, attach_ms_exec (median,
 #             _max) (bench/serve_section.sh)
+#   forks     a fork loop (1000 a second) under -p --follow-forks: daemon_rss_mb_forks_1000 beside
+#             daemon_rss_mb_forks_parent (bench/serve_section.sh)
 #   python    a Python allocation loop with and without Python frames: python_pair_ratio,
 #             python_frames_us_per_sample (bench/python_section.sh)
 #   costs     clang++ and perl, wall time: uprobes, the in-process sampler (the default) and
@@ -53,7 +55,7 @@ REDIS_REQUESTS=${BENCH_REDIS_REQUESTS:-50000}
 ITERS=${BENCH_ITERS:-20000}          # pairs per traced micro run (~13 us each under probes)
 ITERS_NONE=${BENCH_ITERS_NONE:-2000000}
 ITERS_PIPE=${BENCH_ITERS_PIPE:-200000} # pairs per pipeline run: enough samples that attaching is not most of the CPU
-ONLY=${BENCH_ONLY:-micro,modes,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view,serve,fleet,idle,python,costs}
+ONLY=${BENCH_ONLY:-micro,modes,redis,pipeline,accuracy,format,stacks,burst,attach,inject_safety,real,view,serve,fleet,idle,forks,python,costs}
 ATTACH_ROUNDS=${BENCH_ATTACH_ROUNDS:-7}
 OUT=${BENCH_OUT:-$TOP/bench/results/latest.txt}
 TMP=$(mktemp -d /tmp/memtraced-bench.XXXXXX)
@@ -865,6 +867,7 @@ want view && view_section
 want serve && serve_section
 want fleet && fleet_section
 want idle && idle_section
+want forks && forks_section
 . "$TOP/bench/python_section.sh"
 want python && python_section
 

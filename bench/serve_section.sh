@@ -169,3 +169,45 @@ idle_section() {
 	pkill -f "$d/idleprog" 2>/dev/null
 	stop_proc "$mt" 30 INT 5
 }
+
+# The forks section: a fork loop under -p --follow-forks (issue 46), side by side with the same
+# loop traced without --follow-forks.
+#   daemon_rss_mb_forks_1000      memtraced's peak RSS (VmHWM) over 20 s while tests/targets/
+#                                 fork_loop forks 1000 children a second, each living 300 ms
+#                                 (the default --max-processes 64 children at once)
+#   daemon_rss_mb_forks_parent    the same loop, its parent alone traced
+#   forks_children_traced, forks_stderr_lines   what the first run traced and printed
+forks_section() {
+	[ "$have_memtraced" = 1 ] || { na daemon_rss_mb_forks_1000 "memtraced is not built"; return; }
+	local loop=$TOP/$BUILD/tests/targets/fork_loop variant d p m h hwm
+	[ -x "$loop" ] || { na daemon_rss_mb_forks_1000 "tests/targets/fork_loop is not built"; return; }
+	for variant in follow parent; do
+		d=$TMP/forks-$variant
+		mkdir -p "$d"
+		"$loop" "$d" 1000 300 >/dev/null 2>&1 &
+		p=$!
+		STARTED+=("$p")
+		for _ in $(seq 100); do [ -e "$d/ready" ] && break; sleep 0.1; done
+		if [ "$variant" = follow ]; then
+			"$MEMTRACED" --no-status -p "$p" --follow-forks --rate 1e-2 -d 20 -o "$d/t-%p.ctf" >/dev/null 2>"$d/mt.err" &
+		else
+			"$MEMTRACED" --no-status -p "$p" --rate 1e-2 -d 20 -o "$d/t.ctf" >/dev/null 2>"$d/mt.err" &
+		fi
+		m=$!
+		hwm=0
+		while kill -0 "$m" 2>/dev/null; do
+			h=$(awk '/^VmHWM:/ { print $2 }' "/proc/$m/status" 2>/dev/null)
+			[ -n "$h" ] && hwm=$h
+			sleep 1
+		done
+		wait "$m"
+		touch "$d/stop"
+		wait "$p" 2>/dev/null
+		set_result "daemon_rss_mb_forks_$([ $variant = follow ] && echo 1000 || echo parent)" "$(awk -v k="$hwm" 'BEGIN { printf "%.1f", k / 1024 }')"
+		if [ "$variant" = follow ]; then
+			set_result forks_children_traced "$(grep -c 'tracing PID' "$d/mt.err")"
+			set_result forks_stderr_lines "$(wc -l <"$d/mt.err")"
+		fi
+	done
+	note daemon_rss_mb_forks_1000 "fork_loop DIR 1000 300 under memtraced -p --follow-forks --rate 1e-2 for 20 s: the daemon's VmHWM; 1.15 GB / 183 MB / 287 MB in the issue's runs before the cap (issue 46); _parent: the same loop, --follow-forks not given"
+}

@@ -430,6 +430,53 @@ static void semaphore_zero(void)
 	*sem_free = 1;
 }
 
+/* Issue 47: started, with no tracer on the alloc probe (memtraced killed: the kernel dropped
+ * the semaphore), the sampler puts the GOT back by itself after SAMPLER_LAPSE_NS, looking on
+ * its pass-through calls; not before it. */
+static void lapse(uintptr_t *slot, uintptr_t old)
+{
+	*sem_alloc = 1;
+	*sem_free = 1;
+	long n = sampler_start(4096, MEMTRACED_SAMPLER_LEASED); /* as memtraced starts it */
+	*sem_alloc = 0; /* the tracer is gone */
+	*sem_free = 0;
+	unsigned long lapsed = st->lapsed;
+	for (int i = 0; i < 3 * MEMTRACED_SAMPLER_IDLE_CALLS; i++) {
+		sink = malloc(32);
+		free(sink);
+	}
+	CHECKF("sampler_no_lapse_before_its_time", n > 0 && slot && in_sampler(*slot) &&
+	       st->lapsed == lapsed, "start %ld, lapsed %lu", n, st->lapsed - lapsed);
+	struct timespec wait = {2, 100000000}; /* past SAMPLER_LAPSE_NS */
+	nanosleep(&wait, NULL);
+	for (int i = 0; i < 3 * MEMTRACED_SAMPLER_IDLE_CALLS; i++) {
+		sink = malloc(32);
+		free(sink);
+	}
+	CHECKF("sampler_lapses_without_a_tracer", st->lapsed == lapsed + 1 && slot && *slot == old,
+	       "lapsed %lu, slot %p, was %p", st->lapsed - lapsed, slot ? (void *)*slot : NULL,
+	       (void *)old);
+	n = sampler_start(4096, MEMTRACED_SAMPLER_LEASED); /* a later memtraced starts it again */
+	CHECKF("sampler_start_after_lapse", n > 0 && in_sampler(*slot), "start %ld", n);
+	*sem_alloc = 1;
+	sampler_stop();
+	/* a program's own start (a carried sampler) waits for its tracer as long as it likes */
+	n = sampler_start(4096, 0);
+	*sem_alloc = 0;
+	lapsed = st->lapsed;
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < 3 * MEMTRACED_SAMPLER_IDLE_CALLS; i++) {
+			sink = malloc(32);
+			free(sink);
+		}
+		if (!round) nanosleep(&wait, NULL);
+	}
+	CHECKF("sampler_own_start_never_lapses", n > 0 && st->lapsed == lapsed && in_sampler(*slot),
+	       "lapsed %lu", st->lapsed - lapsed);
+	*sem_alloc = 1;
+	sampler_stop();
+}
+
 /* At mean gap 4096: the sum of nsamples * gap estimates the bytes allocated (Poisson: ~16k
  * samples for 64 MiB, a standard error under 1%). */
 static void rate_statistics(void)
@@ -707,6 +754,7 @@ int main(int argc, char **argv)
 	}
 	r = sampler_stop();
 	CHECKF("sampler_second_stop_restores", r == n && *slot == old, "stop %ld start %ld", r, n);
+	lapse(slot, old);
 	printf("# slots patched %lu, foreign %lu, walks %lu, set_full %lu, stale %lu\n",
 	       st->slots_patched, st->slots_foreign, st->walks, st->set_full, st->set_stale);
 	if (!jemalloc_run)

@@ -62,7 +62,7 @@ struct sampler_thread {
 	uint32_t gen;        /* the rate generation the countdown was drawn for */
 	uint32_t thin_left;  /* memtraced_sampler_thin: samples left in the block, */
 	uint32_t thin_k, thin_pick; /* its k, the one it keeps */
-	uint32_t pad;
+	int32_t idle_calls;  /* pass-through calls before the next look at the tracer (sampler.c) */
 	unsigned long allocs, frees, nsamples; /* memtraced_sampler_thread_counts */
 };
 extern __thread struct sampler_thread mts_thread HIDDEN __attribute__((tls_model("initial-exec")));
@@ -73,6 +73,7 @@ struct sampler_config {
 	volatile int all_words;     /* rate 1 */
 	volatile uint64_t mean_gap; /* bytes */
 	volatile uint32_t gen;      /* bumped by each start: countdowns are redrawn */
+	volatile int leased;        /* started by memtraced: lapses without a tracer (sampler.c) */
 	volatile int pending_walk;  /* objects may have been loaded unpatched: walk at the next
 	                             * slow path that can take the patch lock */
 };
@@ -90,6 +91,26 @@ static inline uintptr_t current_sp(void)
 	uintptr_t sp;
 	__asm__ volatile("mov %%rsp, %0" : "=r"(sp));
 	return sp;
+}
+
+/* A sampler that lives only while it is read (issue 47): started, with no tracer on its alloc
+ * probe for SAMPLER_LAPSE_NS (memtraced killed: the kernel dropped its uprobes and the
+ * semaphore), it puts the GOT back by itself, so that the program runs at its untraced cost
+ * (a killed memtraced left malloc/free 1.43-1.60x slower for good). Looked at every
+ * IDLE_CHECK_CALLS pass-through calls of a thread; sampler.c. */
+#define IDLE_CHECK_CALLS MEMTRACED_SAMPLER_IDLE_CALLS
+#define SAMPLER_LAPSE_NS MEMTRACED_SAMPLER_LAPSE_NS
+void mts_idle_check(struct sampler_thread *t) HIDDEN;
+
+/* The pass-through test of every allocation wrapper: no tracer, the real function only. */
+static inline bool passing_through(struct sampler_thread *t)
+{
+	if (likely(!mts_alloc_sem)) {
+		if (unlikely(--t->idle_calls < 0))
+			mts_idle_check(t);
+		return true;
+	}
+	return false;
 }
 
 /* Is this call nested in another wrapped call of the same thread (operator new -> malloc

@@ -19,8 +19,18 @@
 
 /* flags of memtraced_sampler_start */
 #define MEMTRACED_SAMPLER_ALL_WORDS 1UL /* rate 1: every allocation, nsamples = (size+7)/8 */
+#define MEMTRACED_SAMPLER_LEASED 2UL    /* started by memtraced: it lapses (below) when no tracer
+                                         * reads it; a program's own start does not */
 
-#define MEMTRACED_SAMPLER_VERSION 4
+#define MEMTRACED_SAMPLER_VERSION 5
+
+/* Started by memtraced (MEMTRACED_SAMPLER_LEASED), the sampler lives only while a tracer reads
+ * it: with its alloc probe's semaphore 0
+ * (no tracer: memtraced was killed, and the kernel dropped its uprobes) for LAPSE_NS, it puts
+ * the GOT back by itself and goes inert (memtraced_sampler_stats.lapsed), as stop does. A
+ * thread looks every IDLE_CALLS calls that pass through. */
+#define MEMTRACED_SAMPLER_LAPSE_NS 2000000000ULL
+#define MEMTRACED_SAMPLER_IDLE_CALLS 4096
 
 /* Starts (or, while started, updates the rate of) the sampler: sample points are a Poisson
  * process over allocated bytes with mean gap mean_gap_bytes (= 8 / rate), or every word with
@@ -81,6 +91,8 @@ struct memtraced_sampler_stats {
 	unsigned long frees_by_fn[MTS_FN_COUNT];  /* sampled frees per function (realloc & co.:
 	                                           * the old block) */
 	unsigned long thinned;       /* sampled allocations left out by memtraced_sampler_thin */
+	unsigned long lapsed;        /* started with no tracer for 2 s (memtraced killed): the GOT
+	                              * put back by the sampler itself */
 };
 
 extern struct memtraced_sampler_stats memtraced_sampler_stats;

@@ -64,13 +64,14 @@ bool mts_walker_here(void)
 	return walker_pid != 0 && walker_pid == getpid();
 }
 
+static void *stack; /* the walker's, reused by a later start after a stop's join */
+
 int mts_walker_start(void)
 {
 	if (mts_walker_here())
 		return 0;
 	/* A stack of our own, mapped once and kept for later starts: pthread_create's own stack
 	 * and guard (mmap, mprotect from libc's code) would be traced as the program's mappings. */
-	static void *stack;
 	if (!stack) {
 		void *m = mmap(NULL, WALKER_STACK + WALKER_GUARD, PROT_NONE,
 			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -108,6 +109,18 @@ void mts_walker_wake(void)
 		return;
 	__atomic_fetch_add(&wakes, 1, __ATOMIC_RELEASE);
 	syscall(SYS_futex, &wakes, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void mts_walker_quit(void)
+{
+	if (!mts_walker_here())
+		return;
+	stack = NULL; /* still the quitting thread's until it is gone: a later start maps anew */
+	quit = 1;
+	__atomic_fetch_add(&wakes, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &wakes, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	pthread_detach(walker);
+	walker_pid = 0;
 }
 
 void mts_walker_stop(void)

@@ -16,7 +16,7 @@
 #define ALLOC_BODY(fn, size_expr, call)                                                   \
 	do {                                                                              \
 		struct sampler_thread *t = &mts_thread;                                   \
-		if (likely(!mts_alloc_sem))                                               \
+		if (passing_through(t))                                               \
 			return call;                                                      \
 		if (nested_call(t)) {                                                     \
 			void *r_ = call;                                                  \
@@ -55,7 +55,7 @@ static __attribute__((noinline)) void *malloc_nested(struct sampler_thread *t, s
 HIDDEN void *mts_malloc(size_t size)
 {
 	struct sampler_thread *t = &mts_thread;
-	if (likely(!mts_alloc_sem))
+	if (passing_through(t))
 		return mts_real.malloc(size);
 	if (nested_call(t))
 		return malloc_nested(t, size);
@@ -95,7 +95,7 @@ HIDDEN void *mts_pvalloc(size_t size)
 HIDDEN int mts_posix_memalign(void **memptr, size_t align, size_t size)
 {
 	struct sampler_thread *t = &mts_thread;
-	if (likely(!mts_alloc_sem))
+	if (passing_through(t))
 		return mts_real.posix_memalign(memptr, align, size);
 	if (nested_call(t)) {
 		int rc = mts_real.posix_memalign(memptr, align, size);

@@ -13,7 +13,7 @@ static inline void *new_body(int fn, size_t size, uintptr_t a2, uintptr_t a3)
 {
 	new_fn real = (new_fn)mts_real.new_[fn - MTS_NEW];
 	struct sampler_thread *t = &mts_thread;
-	if (likely(!mts_alloc_sem) || nested_call(t))
+	if (passing_through(t) || nested_call(t))
 		return real(size, a2, a3);
 	uint64_t n = take_samples(t, size);
 	t->outer_sp = current_sp(); /* libstdc++'s new calls malloc through its GOT: not again */
@@ -74,7 +74,7 @@ DELETE_WRAPPER(mts_delete_array_aligned_nothrow, MTS_DELETE_ARRAY_ALIGNED_NOTHRO
 HIDDEN void *mts_mallocx(size_t size, int flags)
 {
 	struct sampler_thread *t = &mts_thread;
-	if (likely(!mts_alloc_sem) || nested_call(t))
+	if (passing_through(t) || nested_call(t))
 		return mts_real.mallocx(size, flags);
 	uint64_t n = take_samples(t, size);
 	t->outer_sp = current_sp();
@@ -98,7 +98,7 @@ HIDDEN void *mts_rallocx(void *p, size_t size, int flags)
 HIDDEN size_t mts_xallocx(void *p, size_t size, size_t extra, int flags)
 {
 	struct sampler_thread *t = &mts_thread;
-	if (likely(!mts_alloc_sem) || nested_call(t))
+	if (passing_through(t) || nested_call(t))
 		return mts_real.xallocx(p, size, extra, flags);
 	uint64_t n = take_samples(t, size);
 	t->outer_sp = current_sp();

@@ -5,7 +5,8 @@
  * The stub runs on an application thread whose registers memtraced left as they were but for
  * rip (here) and rax (the value the program must see at its resume address). It needs nothing
  * from memtraced once it runs: it saves every register, the flags and the FP/SSE/AVX state on
- * the thread's own stack below the red zone, blocks all signals, does one operation (a raw
+ * the thread's own stack below the red zone, blocks all signals but glibc's SIGCANCEL and
+ * SIGSETXID, does one operation (a raw
  * mmap or munmap, or pthread_create of the agent thread with a 256 KiB stack), puts the signal mask, the FP state,
  * the registers and the flags back, and returns to the resume address with `ret 128`, which
  * also gives back the red zone. Its data block is read only before the operation's visible
@@ -14,8 +15,8 @@
  * The worker is the agent thread's start routine (rdi = the region, include/inject_agent.h):
  * it detaches itself, dlopens the library, finds memtraced_sampler_agent, calls it with the
  * region, copies dlerror() on failure, and writes the job number to region->done. The thread
- * starts with every signal blocked (the stub's mask), so none of the program's handlers runs
- * on it. */
+ * starts with every signal blocked but glibc's two (the stub's mask), so none of the
+ * program's handlers runs on it. */
 #include "agent.h"
 #include "inject_agent.h"
 
@@ -62,7 +63,12 @@ __asm__(
 	"3:	sub rsp, 16\n"
 	"	mov [rsp], rcx\n"
 	"	sub rsp, 16\n"
-	"	mov qword ptr [rsp + 8], -1\n"         /* block every signal */
+	/* every signal blocked but glibc's own SIGCANCEL (32) and SIGSETXID (33), which glibc never
+	 * lets a thread block: a thread in setuid()/seteuid() holds ld.so's stack-cache lock
+	 * until every thread took SIGSETXID, and our pthread_create waits for that lock (issue
+	 * 47: a daemon that switched its euid during the attach hung for ever) */
+	"	mov rax, 0xfffffffe7fffffff\n"
+	"	mov [rsp + 8], rax\n"
 	"	mov eax, 14\n"                          /* rt_sigprocmask(SIG_SETMASK, &all, &old, 8) */
 	"	mov edi, 2\n"
 	"	lea rsi, [rsp + 8]\n"

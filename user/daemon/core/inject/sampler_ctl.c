@@ -131,6 +131,21 @@ static void test_kill_hook(const char *phase)
 		pthread_detach(t);
 }
 
+/* Test hook (tests/test_inject_harm.sh): MEMTRACED_TEST_NO_SAFE=start finds no thread at a
+ * safe moment for the start job, as a program that is always in its allocator would (issue
+ * 47: the placement then stayed and memtraced exited 1 instead of falling back to uprobes). */
+static bool no_safe_now;
+
+static bool safe_or_test(void *ctx, pid_t pid, pid_t tid, const struct user_regs_struct *r,
+			 char *why, size_t whylen)
+{
+	if (no_safe_now) {
+		snprintf(why, whylen, "thread %d is never safe (MEMTRACED_TEST_NO_SAFE)", (int)tid);
+		return false;
+	}
+	return safe_moment_check(ctx, pid, tid, r, why, whylen);
+}
+
 /* One job by the agent, its version checked. */
 static int agent_job(struct sampler_ctl *c, uint64_t op, uint64_t a0, uint64_t a1,
 		     struct inject_agent_result *res, char *err, size_t errlen)
@@ -183,14 +198,16 @@ int sampler_place(pid_t pid, const char *path, struct sampler_ctl *c, char *err,
 	c->reused = inject_find_symbol(pid, "memtraced_sampler_version", &addr, NULL, 0, why,
 				       sizeof why) == 0;
 	c->safety = safe_moment_open(pid);
-	if (inject_agent_open(pid, safe_moment_check, c->safety, &c->agent, err, errlen) != 0) return -1;
+	if (inject_agent_open(pid, safe_or_test, c->safety, &c->agent, err, errlen) != 0) return -1;
 	struct inject_agent_result res;
 	return agent_job(c, INJECT_AGENT_NONE, 0, 0, &res, err, errlen);
 }
 
 uint64_t sampler_mean_gap(double rate, uint64_t *flags)
 {
-	*flags = rate >= 1 ? 1 : 0;
+	/* MEMTRACED_SAMPLER_ALL_WORDS at rate 1; always MEMTRACED_SAMPLER_LEASED: ours lapses
+	 * when we are gone (user/sampler/sampler.h) */
+	*flags = (rate >= 1 ? SAMPLER_FLAG_ALL_WORDS : 0) | SAMPLER_FLAG_LEASED;
 	return rate >= 1 ? 8 : (uint64_t)llround(8 / rate); /* as the tracer's mean_gap */
 }
 
@@ -203,7 +220,11 @@ int sampler_start(struct sampler_ctl *c, double rate, long *slots, char *err, si
 		snprintf(err, errlen, "the sampler was not placed in PID %d", (int)c->pid);
 		return -1;
 	}
-	if (agent_job(c, INJECT_AGENT_START, gap, flags, &res, err, errlen) != 0) return -1;
+	const char *hook = getenv("MEMTRACED_TEST_NO_SAFE");
+	no_safe_now = hook && strcmp(hook, "start") == 0;
+	int rc = agent_job(c, INJECT_AGENT_START, gap, flags, &res, err, errlen);
+	no_safe_now = false;
+	if (rc != 0) return -1;
 	if (res.ret < 0) {
 		snprintf(err, errlen, "the sampler could not start in PID %d: %s", (int)c->pid,
 			 strerror((int)-res.ret));

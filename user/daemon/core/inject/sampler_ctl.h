@@ -12,7 +12,9 @@
 #include "sampler_check.h"
 
 #define SAMPLER_LIB_NAME "libmemtraced_sampler.so"
-#define SAMPLER_VERSION 4
+#define SAMPLER_VERSION 5
+#define SAMPLER_FLAG_ALL_WORDS 1 /* MEMTRACED_SAMPLER_ALL_WORDS of user/sampler/sampler.h */
+#define SAMPLER_FLAG_LEASED 2    /* MEMTRACED_SAMPLER_LEASED */
 
 struct sampler_ctl {
 	pid_t pid;

@@ -13,13 +13,30 @@
 #include "inject_int.h"
 #include "parser/parser.h"
 
+/* Does the file at path start with "#!"? (read through the door: a target's file) */
+static bool is_script(const char *path)
+{
+	int fd = door_open_file(path, 0, true);
+	char b[2] = "";
+	bool yes = fd >= 0 && pread(fd, b, 2, 0) == 2 && b[0] == '#' && b[1] == '!';
+	if (fd >= 0) close(fd);
+	return yes;
+}
+
 int inject_check_exe(pid_t pid, const char *path, char *err, size_t errlen)
 {
 	struct elf_facts f;
 	char oerr[512];
 	/* read by the parser: only a 64-bit x86-64 ELF file has facts */
 	if (pfacts_of(pid, path, NULL, &f, oerr, sizeof(oerr)) != 0 || !f.elf_x86_64) {
-		inject_err(err, errlen, "%s: cannot inject: our calls are x86-64 code", oerr);
+		/* a shim (start.sh, pyenv's python3, Debian's chromium) read as "an architecture
+		 * problem" before (issue 47) */
+		if (is_script(path))
+			inject_err(err, errlen, "%s is a script (#!): the sampler goes into a program, "
+				   "and the program the script runs is traced with uprobes", path);
+		else
+			inject_err(err, errlen, "%s is not an x86-64 ELF program (%s): the sampler's "
+				   "code is x86-64", path, oerr);
 		return -1;
 	}
 	if (!f.has_interp) {

@@ -145,6 +145,18 @@ static void target_at_entry(void *ctx, pid_t pid, long ptrace_options)
 }
 
 
+/* The trace file emptied for a session that starts over (nothing of the closed one kept):
+ * false when it cannot be (a FIFO took the bytes already). */
+static bool restart_output(struct target *t)
+{
+	if (t->out_fd < 0) return true;
+	if (!t->out_regular) {
+		struct stat st;
+		return fstat(t->out_fd, &st) == 0 && S_ISCHR(st.st_mode); /* /dev/null */
+	}
+	return ftruncate(t->out_fd, 0) == 0 && lseek(t->out_fd, 0, SEEK_SET) == 0;
+}
+
 int target_start_session(struct targets *ts, struct target *t, bool before_exec, char *err,
 			 size_t errlen)
 {
@@ -158,7 +170,7 @@ int target_start_session(struct targets *ts, struct target *t, bool before_exec,
 		.executable = t->exe, .started_as = target_started_as(t->name, t->exe, started_as, sizeof started_as),
 		.sites = &t->sites, .spawned = before_exec,
 		.exec_time = ts->lc ? exec_time_of : NULL, .exec_ctx = ts->lc};
-	if (o->inject && !t->begun && t->initial) { /* forks and execs: uprobes */
+	if (o->inject && !t->begun && t->initial && !t->inject_failed) { /* forks and execs: uprobes */
 		int rc = inject_mode_prepare(o, t->pid, before_exec, t->exe, &t->sampler, &so.tracer, err,
 					     errlen);
 		if (rc < 0) return -1;
@@ -190,8 +202,18 @@ int target_start_session(struct targets *ts, struct target *t, bool before_exec,
 	if (t->sampler && !before_exec && inject_mode_start(t->sampler, o, err, errlen) < 0) {
 		session_close(t->s);
 		t->s = NULL;
-		sampler_ctl_free(t->sampler, true);
+		sampler_ctl_free(t->sampler, true); /* the agent's region unmapped; the library, not
+						       started, costs the program nothing */
 		t->sampler = NULL;
+		/* The fallback docs/inject.md promises (issue 47: "no thread was at a safe moment"
+		 * for the start made memtraced exit 1): the same process with uprobes, its trace
+		 * begun anew. */
+		if (o->inject != CLI_INJECT_REQUIRED && !t->inject_failed && restart_output(t)) {
+			msg_warn("PID %d: the sampler could not start (%.3000s): tracing it with uprobes",
+				 (int)t->pid, err);
+			t->inject_failed = true;
+			return target_start_session(ts, t, before_exec, err, errlen);
+		}
 		return -1;
 	}
 	if (t->sampler && !before_exec) session_set_source_thin(t->s, t->sampler->thin);

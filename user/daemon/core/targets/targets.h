@@ -40,6 +40,7 @@ struct target {
 				 NULL; borrowed from struct targets */
 	bool initial;         /* one of the processes named on the command line */
 	bool forked;          /* followed at its fork (--follow-forks) */
+	bool inject_failed;   /* the sampler could not start: traced with uprobes instead */
 	bool selected;        /* found by --match or --cgroup (now or at an exec): detached when it
 				 execs a program that is not selected */
 	struct session *begun; /* begun already (an exec prepared while held): its trace starts */

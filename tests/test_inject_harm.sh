@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# The default mode never harms a program, fourth round (issue 47). Each case with programs of
+# its own, 5 fresh targets where timing matters:
+#
+# - setxid: a daemon that switches its euid all the time (tests/targets/setxid_loop) is
+#   attached with the sampler and let go: it runs on (before: the stub blocked SIGSETXID, and
+#   the program and our pthread_create waited for each other for ever).
+# - killed: memtraced is killed (-9) while the sampler traces a program; within a few seconds
+#   the program's malloc leads to libc again (the sampler put its GOT back by itself, seeing no
+#   tracer on its probe for 2 s), 5 fresh targets (before: its wrappers stayed for good).
+# - a shim: -- ./start.sh (a script that execs the program) is said to be a script, and the
+#   program it runs is traced (before: "not an ELF file: cannot inject: our calls are x86-64
+#   code", which reads as an architecture problem).
+# - no safe moment for the sampler's start (a test hook: MEMTRACED_TEST_NO_SAFE=start): the
+#   default mode falls back to uprobes, says so, and traces the program (before: exit 1).
+source "$(dirname "$0")/lib/test.sh"
+
+MT=$BIN/memtraced
+DUMP=$BIN/memtrace-dump
+for f in "$MT" "$DUMP" "$TARGETS/setxid_loop" "$TARGETS/service_leak" "$TARGETS/got_watch"; do
+	if [ ! -e "$f" ]; then
+		fail inject_harm_built "missing $f (run make)"
+		exit 0
+	fi
+done
+if ! bpf_ready; then
+	skip inject_harm_bpf "needs root and /sys/kernel/btf/vmlinux"
+	exit 0
+fi
+
+# progress DIR: the rounds the target counted so far
+progress() { cat "$1/progress" 2>/dev/null || echo 0; }
+
+# ---- setxid: 5 fresh targets, each attached with the sampler for 1 s and let go
+hung=0 placed=0 details=""
+for i in 1 2 3 4 5; do
+	d=$TMP/setxid$i
+	mkdir -p "$d"
+	"$TARGETS/setxid_loop" "$d" >"$d/out" 2>&1 &
+	t=$!
+	wait_file "$d/ready" 100
+	sleep 0.2
+	timeout 60 "$MT" -p "$t" --inject=required --rate 1e-3 -d 1 -o "$d/t.ctf" >/dev/null 2>"$d/mt.err"
+	rc=$?
+	grep -q 'sampler placed' "$d/mt.err" && [ $rc = 0 ] && placed=$((placed + 1))
+	a=$(progress "$d")
+	sleep 1
+	b=$(progress "$d")
+	if [ "$b" -le "$a" ] || ! kill -0 "$t" 2>/dev/null; then
+		hung=$((hung + 1))
+		details="$details target $i: rounds $a then $b, memtraced exit $rc: $(tail -n 1 "$d/mt.err");"
+	fi
+	touch "$d/stop"
+	for _ in $(seq 50); do kill -0 "$t" 2>/dev/null || break; sleep 0.1; done
+	kill -9 "$t" 2>/dev/null
+	wait "$t" 2>/dev/null
+done
+if [ "$hung" = 0 ]; then pass inject_setxid_daemon_runs_on
+else fail inject_setxid_daemon_runs_on "$hung of 5 stopped:$details"; fi
+check inject_setxid_sampler_placed test "$placed" = 5
+
+# ---- no safe moment for the start: uprobes instead, the trace begun anew and whole
+d=$TMP/nosafe
+mkdir -p "$d"
+"$TARGETS/service_leak" "$d" 60 100000 >/dev/null 2>&1 &
+t=$!
+wait_file "$d/ready" 100
+touch "$d/go"
+MEMTRACED_TEST_NO_SAFE=start timeout 90 "$MT" -p "$t" --inject --rate 1e-2 -d 2 -o "$d/t.ctf" >/dev/null 2>"$d/mt.err"
+rc=$?
+n=$("$DUMP" "$d/t.ctf" 2>/dev/null | grep -c 'leak_site\|handle_request')
+alive=no
+kill -0 "$t" 2>/dev/null && alive=yes
+if [ $rc = 0 ] && grep -q "the sampler could not start.*tracing it with uprobes" "$d/mt.err" &&
+	[ "${n:-0}" -gt 0 ] && [ $alive = yes ]; then
+	pass inject_no_safe_moment_falls_back_to_uprobes
+else
+	fail inject_no_safe_moment_falls_back_to_uprobes "exit $rc, $n samples at the sites, target alive: $alive: $(tail -n 3 "$d/mt.err" | tr '\n' ' ')"
+fi
+touch "$d/stop"
+wait "$t" 2>/dev/null
+
+# ---- killed: the sampler lets go by itself
+ok=0 details=""
+for i in 1 2 3 4 5; do
+	d=$TMP/killed$i
+	mkdir -p "$d"
+	"$TARGETS/got_watch" "$d" >"$d/out" 2>&1 &
+	t=$!
+	wait_file "$d/ready" 100
+	"$MT" -p "$t" --inject=required --rate 1e-3 -d 60 -o "$d/t.ctf" >/dev/null 2>"$d/mt.err" &
+	m=$!
+	for _ in $(seq 200); do grep -q "sampler placed" "$d/mt.err" && break; sleep 0.05; done
+	sleep 0.3
+	during=$(cat "$d/malloc_in" 2>/dev/null)
+	kill -9 "$m"
+	wait "$m" 2>/dev/null
+	after=""
+	for _ in $(seq 100); do # 10 s at most; about 2 s (the lapse) to 2.5 s
+		after=$(cat "$d/malloc_in" 2>/dev/null)
+		[ "$after" = libc.so.6 ] && break
+		sleep 0.1
+	done
+	if [ "$during" = libmemtraced_sampler.so ] && [ "$after" = libc.so.6 ] && kill -0 "$t" 2>/dev/null; then
+		ok=$((ok + 1))
+	else
+		details="$details target $i: malloc in '$during' while traced, '$after' after the kill;"
+	fi
+	touch "$d/stop"
+	wait "$t" 2>/dev/null
+done
+if [ "$ok" = 5 ]; then pass inject_killed_sampler_lets_go
+else fail inject_killed_sampler_lets_go "$ok of 5:$details"; fi
+
+# ---- a shim is said to be a script
+d=$TMP/shim
+mkdir -p "$d"
+printf '#!/bin/sh\nexec %s "$@"\n' "$TARGETS/service_leak" >"$d/start.sh"
+chmod 0755 "$d/start.sh"
+(sleep 1.5; touch "$d/go"; sleep 1; touch "$d/stop") &
+timeout 60 "$MT" --inject --rate 1e-2 -o "$d/t.ctf" -- "$d/start.sh" "$d" 3 100000 >/dev/null 2>"$d/mt.err"
+rc=$?
+n=$("$DUMP" "$d/t.ctf" 2>/dev/null | grep -c 'leak_site\|handle_request')
+if [ $rc = 0 ] && grep -q "start.sh is a script (#!)" "$d/mt.err" && ! grep -q "x86-64 code" "$d/mt.err" &&
+	[ "${n:-0}" -gt 0 ]; then
+	pass inject_shim_said_to_be_a_script
+else
+	fail inject_shim_said_to_be_a_script "exit $rc, $n samples: $(grep -m2 'script\|inject\|x86' "$d/mt.err" | tr '\n' ' ')"
+fi
+wait

@@ -586,6 +586,7 @@ int main(int argc, char **argv)
 	int wstatus = 0;
 	bool exited = false;
 	bool all_ok = trace_until_done(&ts, view, &exited, &wstatus);
+	targets_forks_left_at_end(&ts);
 	targets_say_not_followed(&ts);
 	if (ts.forks_not_followed)
 		msg_say("forked children not followed: %llu in all", (unsigned long long)ts.forks_not_followed);

@@ -212,6 +212,19 @@ static void child_not_followed(struct targets *ts, pid_t parent, pid_t child, co
 	snprintf(ts->nf_last, sizeof ts->nf_last, "PID %d: %.200s", (int)child, why);
 }
 
+void targets_forks_left_at_end(struct targets *ts)
+{
+	if (!ts->lc || !ts->o->follow_forks) return;
+	lifecycle_drain(ts->lc);
+	struct lifecycle_event ev;
+	uint64_t n = 0;
+	while (lifecycle_next(ts->lc, &ev)) n += ev.kind == LC_FORK;
+	if (!n) return;
+	ts->forks_not_followed += n;
+	msg_say("%llu forked children came as tracing ended: not followed",
+		(unsigned long long)n);
+}
+
 void targets_say_not_followed(struct targets *ts)
 {
 	if (!ts->nf_unsaid) return;

@@ -117,6 +117,9 @@ void target_release_outputs(struct targets *ts, struct target *t, bool remove_ou
  * several programs, several traces). */
 void targets_print_traces(const struct targets *ts);
 
+/* follow.c: the forks still queued when tracing ends, counted and said (issue 47: they were
+ * dropped without a word). */
+void targets_forks_left_at_end(struct targets *ts);
 /* follow.c: the forked children not followed that were not said yet, in one line. */
 void targets_say_not_followed(struct targets *ts);
 /* follow.c: acts on what the traced processes did since the last call (exec, fork, dlopen). */

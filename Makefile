@@ -227,7 +227,8 @@ clean:
 #   DEPS_TRACER  build and run memtraced and the trace tools the demo uses (`make demo`)
 #   DEPS_TEST    everything else `make` builds (C++ and allocator workloads,
 #                Rust workloads, sanitizers, fuzzing) and what the tests run against (chromium,
-#                go tool pprof, node, tmux, the alternative allocators, gdb, prometheus, nginx and redis,
+#                go tool pprof, node, tmux, the alternative allocators, gdb, prometheus, nginx, redis and
+#                PostgreSQL (its server and pgbench),
 #                qemu and an initramfs's tools for the kernel matrix: tests/test_kernels.sh)
 #   DEPS_BENCH   the tools the benchmarks compare with (bcc's memleak, heaptrack, redis), perf (the pipeline's stages)
 DEPS_TRACER := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libcapstone-dev \
@@ -236,7 +237,7 @@ DEPS_TRACER := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libca
 DEPS_TEST   := g++ procps python3 python3.11 debuginfod gdb cargo rustc libclang-rt-14-dev chromium \
                golang-go nodejs tmux libjemalloc2 libjemalloc-dev libtcmalloc-minimal4 \
                libmimalloc2.0 python3-prometheus-client util-linux curl prometheus systemd \
-               qemu-system-x86 busybox-static cpio kmod nginx redis-server redis-tools
+               qemu-system-x86 busybox-static cpio kmod nginx redis-server redis-tools postgresql-15
 DEPS_BENCH  := bpfcc-tools python3-bpfcc linux-headers-amd64 heaptrack redis-server redis-tools linux-perf \
                time util-linux
 DEPS := $(DEPS_TRACER) $(DEPS_TEST)

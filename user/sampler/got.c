@@ -96,6 +96,7 @@ static __thread bool fork_took_lock;
 
 static void fork_prepare(void)
 {
+	mts_usdt_held = 1; /* until the handlers below (usdt.c) */
 	fork_took_lock = false;
 	for (int i = 0; i < 10000; i++) { /* 10000 x 0.1 ms */
 		if (got_lock(false)) {
@@ -111,13 +112,20 @@ static void fork_done(void)
 {
 	if (fork_took_lock) got_unlock(); /* in the child: its pid differs, got_lock takes it over anyway */
 	fork_took_lock = false;
+	mts_usdt_held = 0;
+}
+
+static void fork_child(void)
+{
+	mts_usdt_fork_child();
+	fork_done();
 }
 
 void got_guard_forks(void)
 {
 	static int registered;
 	if (__atomic_exchange_n(&registered, 1, __ATOMIC_ACQ_REL) == 0)
-		pthread_atfork(fork_prepare, fork_done, fork_done);
+		pthread_atfork(fork_prepare, fork_done, fork_child);
 }
 
 static int hexval(char c)

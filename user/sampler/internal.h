@@ -81,6 +81,12 @@ extern struct sampler_config mts_config HIDDEN;
 /* A 64-bit random number of the thread's generator (countdown.c). */
 uint64_t mts_random(struct sampler_thread *t) HIDDEN;
 
+/* fork (usdt.c, got.c): from fork's prepare to its handlers no probe fires; the child's handler
+ * puts the probe sites' nops back where the kernel made them calls into a page the child does
+ * not have. */
+extern volatile int mts_usdt_held HIDDEN;
+void mts_usdt_fork_child(void) HIDDEN;
+
 /* Hidden aliases of the semaphores: read without a GOT load. */
 extern volatile unsigned short mts_alloc_sem HIDDEN, mts_free_sem HIDDEN;
 

@@ -12,7 +12,19 @@
  * uprobe's ref_ctr_offset), and parses "8@%rdi" as an 8-byte register argument.
  *
  * Each probe sits in its own noinline function, so there is one site per probe and the
- * arguments are pinned in the registers the note names (asm constraints D, S, d). */
+ * arguments are pinned in the registers the note names (asm constraints D, S, d).
+ *
+ * A forked child (issue 47: PostgreSQL's backends died of SIGSEGV at once, and the server shut
+ * down): a kernel that optimizes the uprobe makes the site a `call` into its
+ * [uprobes-trampoline] page, which fork does not copy (seen on 6.18). The child inherits the
+ * call without the page: its first probe jumped to an unmapped page-aligned address. So from
+ * fork's prepare to the child's handler no probe fires (mts_usdt_held), and the child's handler
+ * puts the nop back where the call leads nowhere (the kernel puts its own breakpoint there
+ * again if the child is traced). */
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include "internal.h"
 
 /* The semaphores: a tracer's uprobe ref_ctr raises them; a SIGKILLed tracer's are dropped by
@@ -48,17 +60,63 @@ __asm__(".pushsection .stapsdt.base,\"a\",@progbits\n"
 	"994: .balign 4\n"                                                          \
 	".popsection\n"
 
-#define NOP5 "990: .byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n"
+#define NOP5(site) ".globl " site "\n.hidden " site "\n" site ":\n" \
+	"990: .byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n"
+
+volatile int mts_usdt_held;
 
 __attribute__((noinline, noclone, used, visibility("hidden")))
 void mts_usdt_alloc(uint64_t ptr, uint64_t size, uint64_t weight)
 {
-	__asm__ volatile(NOP5 SDT_NOTE("alloc", "mts_alloc_sem", "8@%%rdi 8@%%rsi 8@%%rdx")
+	if (unlikely(mts_usdt_held))
+		return;
+	__asm__ volatile(NOP5("mts_usdt_alloc_site")
+			 SDT_NOTE("alloc", "mts_alloc_sem", "8@%%rdi 8@%%rsi 8@%%rdx")
 			 : : "D"(ptr), "S"(size), "d"(weight) : "memory");
 }
 
 __attribute__((noinline, noclone, used, visibility("hidden")))
 void mts_usdt_free(uint64_t ptr)
 {
-	__asm__ volatile(NOP5 SDT_NOTE("free", "mts_free_sem", "8@%%rdi") : : "D"(ptr) : "memory");
+	if (unlikely(mts_usdt_held))
+		return;
+	__asm__ volatile(NOP5("mts_usdt_free_site") SDT_NOTE("free", "mts_free_sem", "8@%%rdi")
+			 : : "D"(ptr) : "memory");
+}
+
+extern const unsigned char mts_usdt_alloc_site[] HIDDEN, mts_usdt_free_site[] HIDDEN;
+
+/* The 5 bytes at site put back to the nop when the kernel made the site a call into a page this
+ * process does not have. /proc/self/mem writes through the text's protection (as a debugger
+ * does); else the page is made writable for the write. */
+static void unoptimize(const unsigned char *site)
+{
+	static const unsigned char nop5[5] = {0x0f, 0x1f, 0x44, 0x00, 0x00};
+	if (site[0] != 0xe8)
+		return; /* the nop, or the kernel's int3: the kernel handles those in a child */
+	int32_t rel;
+	memcpy(&rel, site + 1, 4);
+	uintptr_t target = (uintptr_t)site + 5 + (intptr_t)rel;
+	long pg = sysconf(_SC_PAGESIZE);
+	unsigned char v;
+	if (mincore((void *)(target & ~(uintptr_t)(pg - 1)), 1, &v) == 0)
+		return; /* the trampoline is mapped here: the call works */
+	int fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+	bool done = fd >= 0 && pwrite(fd, nop5, 5, (off_t)(uintptr_t)site) == 5;
+	if (fd >= 0)
+		close(fd);
+	if (done)
+		return;
+	void *page = (void *)((uintptr_t)site & ~(uintptr_t)(pg - 1));
+	size_t len = ((uintptr_t)site + 5 - (uintptr_t)page + pg - 1) & ~(size_t)(pg - 1);
+	if (mprotect(page, len, PROT_READ | PROT_WRITE | PROT_EXEC) == 0) {
+		memcpy((void *)site, nop5, 5);
+		mprotect(page, len, PROT_READ | PROT_EXEC);
+	}
+}
+
+void mts_usdt_fork_child(void)
+{
+	unoptimize(mts_usdt_alloc_site);
+	unoptimize(mts_usdt_free_site);
 }

@@ -96,12 +96,12 @@ static int existing(int dirfd, const char *base, const char *path, const char *w
 		    "device or a FIFO", what, path);
 }
 
-/* A fresh file for final name `base`, under a dot-name nothing else uses. */
-static int create_temp(int dirfd, const char *base, unsigned mode, char *tmp, size_t tmplen)
+int mt_out_create_temp(int dirfd, const char *base, unsigned mode, char *tmp, size_t tmplen)
 {
 	static unsigned counter;
 	for (int attempt = 0; attempt < 100; attempt++) {
-		snprintf(tmp, tmplen, ".%.200s.tmp-%d-%u", base, (int)getpid(), counter++);
+		snprintf(tmp, tmplen, ".%.200s.tmp-%d-%u", base, (int)getpid(),
+			 __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
 		int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 		if (fd >= 0) {
 			if (fchmod(fd, mode) < 0) { /* ours: the umask must not change the mode */
@@ -163,7 +163,7 @@ int mt_out_create(const char *path, unsigned mode, const char *what, char *err, 
 		goto out;
 	}
 	char tmp[300];
-	fd = create_temp(dirfd, base, mode & 07777, tmp, sizeof tmp);
+	fd = mt_out_create_temp(dirfd, base, mode & 07777, tmp, sizeof tmp);
 	if (fd < 0) {
 		fail(err, errlen, "cannot write the %s '%.3000s': %s", what, path, strerror(errno));
 		goto out;

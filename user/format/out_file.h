@@ -26,4 +26,9 @@
  * the file ("trace file", "page"). */
 int mt_out_create(const char *path, unsigned mode, const char *what, char *err, size_t errlen);
 
+/* A fresh file in dirfd for the final name base, under the dot-name ".BASE.tmp-PID-N" that
+ * nothing else uses (O_EXCL|O_NOFOLLOW, exactly the permissions mode): its descriptor, its
+ * name in tmp; -1 with errno. The snapshot writer's too (core/output/snapshot.c). */
+int mt_out_create_temp(int dirfd, const char *base, unsigned mode, char *tmp, size_t tmplen);
+
 #endif

@@ -11,6 +11,7 @@
  * with -ENOENT; if a new directory took its place (the old one was removed and recreated) the
  * new one is used; a symlink in its place is refused. */
 #include "snapshot.h"
+#include "out_file.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -298,25 +299,7 @@ static int refresh_dir(struct snapshotter *s, char *err, size_t errlen)
 /* A fresh temporary file for final name `name`: a dot-name our pattern never matches. */
 static int create_temp(struct snapshotter *s, const char *name, char *tmp, size_t tmplen)
 {
-	static unsigned counter;
-	for (int attempt = 0; attempt < 100; attempt++) {
-		snprintf(tmp, tmplen, ".%s.tmp-%d-%u", name, (int)getpid(), counter++);
-		int fd = openat(s->dirfd, tmp,
-				O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, s->mode);
-		if (fd >= 0) {
-			if (fchmod(fd, s->mode) < 0) { /* the umask must not change the mode */
-				int e = errno;
-				close(fd);
-				unlinkat(s->dirfd, tmp, 0);
-				errno = e;
-				return -1;
-			}
-			return fd;
-		}
-		if (errno != EEXIST) return -1;
-	}
-	errno = EEXIST;
-	return -1;
+	return mt_out_create_temp(s->dirfd, name, s->mode, tmp, tmplen);
 }
 
 /* Gives tmp its final name without replacing anything. */

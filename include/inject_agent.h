@@ -41,7 +41,8 @@ struct inject_agent_region {
 	uint64_t fn_attr_setstacksize;  /* 4552 */
 	uint64_t stack_size;            /* 4560 */
 	uint64_t thin_addr;             /* 4568: the library's memtraced_sampler_thin */
-	uint64_t pad[4];
+	uint64_t stats_addr;            /* 4576: the library's memtraced_sampler_stats */
+	uint64_t pad[3];
 	unsigned char attr[128] __attribute__((aligned(64))); /* 4608: a pthread_attr_t */
 };
 #define INJECT_AGENT_STACK_SIZE (256 * 1024)

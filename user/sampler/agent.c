@@ -23,4 +23,5 @@ void memtraced_sampler_agent(struct inject_agent_region *r)
 	r->version = MEMTRACED_SAMPLER_VERSION;
 	r->check_addr = (uintptr_t)&memtraced_sampler_check;
 	r->thin_addr = (uintptr_t)&memtraced_sampler_thin;
+	r->stats_addr = (uintptr_t)&memtraced_sampler_stats;
 }

@@ -7,6 +7,10 @@
 #include "got.h"
 #include "walker.h"
 
+#include <stddef.h>
+_Static_assert(offsetof(struct memtraced_sampler_stats, calls) == MEMTRACED_SAMPLER_STATS_OFF_CALLS,
+	       "memtraced reads calls at this offset");
+
 struct sampler_config mts_config;
 static bool resolved;
 static uint64_t idle_since_ns; /* started, its alloc probe seen without a tracer since (0: not) */

@@ -96,6 +96,8 @@ struct memtraced_sampler_stats {
 };
 
 extern struct memtraced_sampler_stats memtraced_sampler_stats;
+/* memtraced reads `calls` at this offset (at rate 1: every allocation call, issue 47) */
+#define MEMTRACED_SAMPLER_STATS_OFF_CALLS 16
 
 /* The check of the GOT redirections after each walk (include/sampler_check.h). */
 extern struct memtraced_sampler_check memtraced_sampler_check;

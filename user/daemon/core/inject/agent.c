@@ -401,6 +401,7 @@ int inject_agent_run(struct inject_agent *a, const char *path, uint64_t op, uint
 	res->version = r.version;
 	res->check_addr = r.check_addr;
 	res->thin_addr = r.thin_addr;
+	res->stats_addr = r.stats_addr;
 	return 0;
 }
 

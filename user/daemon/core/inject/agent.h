@@ -37,6 +37,7 @@ struct inject_agent_result {
 	uint64_t version;    /* the library's MEMTRACED_SAMPLER_VERSION */
 	uint64_t check_addr; /* its memtraced_sampler_check */
 	uint64_t thin_addr;  /* its memtraced_sampler_thin */
+	uint64_t stats_addr; /* its memtraced_sampler_stats */
 	pid_t stub_tid;      /* the application thread that created the agent thread */
 	long safe_wait_ms;   /* time spent waiting for a safe moment */
 };

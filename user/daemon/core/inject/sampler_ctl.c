@@ -70,6 +70,7 @@ static int load_in(struct inject_session *s, struct sampler_ctl *c, char *err, s
 	    inject_session_dlsym(s, handle, "memtraced_sampler_stop", &c->stop, err, errlen) != 0 ||
 	    inject_session_dlsym(s, handle, "memtraced_sampler_check", &c->check, err, errlen) != 0 ||
 	    inject_session_dlsym(s, handle, "memtraced_sampler_thin", &c->thin, err, errlen) != 0 ||
+	    inject_session_dlsym(s, handle, "memtraced_sampler_stats", &c->stats, err, errlen) != 0 ||
 	    inject_session_call(s, version_fn, NULL, 0, &version, err, errlen) != 0)
 		return -1;
 	c->version = (long)version;
@@ -81,11 +82,15 @@ static int load_in(struct inject_session *s, struct sampler_ctl *c, char *err, s
 	return 0;
 }
 
+static bool read_calls(const struct sampler_ctl *c, uint64_t *calls);
+
 static int start_in(struct inject_session *s, struct sampler_ctl *c, double rate, long *slots,
 		    char *err, size_t errlen)
 {
 	uint64_t flags, gap = sampler_mean_gap(rate, &flags), ret = 0;
 	uint64_t args[2] = {gap, flags};
+	c->counting = true;
+	if (!read_calls(c, &c->calls_at_start)) c->calls_at_start = 0; /* stopped: none counted */
 	if (inject_session_call(s, c->start, args, 2, &ret, err, errlen) != 0) return -1;
 	if ((long)ret < 0) {
 		snprintf(err, errlen, "the sampler could not start in PID %d: %s", (int)c->pid,
@@ -161,6 +166,7 @@ static int agent_job(struct sampler_ctl *c, uint64_t op, uint64_t a0, uint64_t a
 	c->version = (long)res->version;
 	c->check = res->check_addr;
 	c->thin = res->thin_addr;
+	c->stats = res->stats_addr;
 	return 0;
 }
 
@@ -220,6 +226,8 @@ int sampler_start(struct sampler_ctl *c, double rate, long *slots, char *err, si
 		snprintf(err, errlen, "the sampler was not placed in PID %d", (int)c->pid);
 		return -1;
 	}
+	c->counting = true;
+	if (!read_calls(c, &c->calls_at_start)) c->calls_at_start = 0; /* stopped: none counted */
 	const char *hook = getenv("MEMTRACED_TEST_NO_SAFE");
 	no_safe_now = hook && strcmp(hook, "start") == 0;
 	int rc = agent_job(c, INJECT_AGENT_START, gap, flags, &res, err, errlen);
@@ -262,6 +270,23 @@ void sampler_ctl_free(struct sampler_ctl *c, bool alive)
 	inject_claim_release(c->claim_fd);
 	free(c);
 }
+static bool read_calls(const struct sampler_ctl *c, uint64_t *calls)
+{
+	if (!c->stats) return false;
+	int fd = door_proc_open(c->pid, "mem", false);
+	ssize_t n = fd >= 0 ? pread(fd, calls, sizeof *calls, (off_t)(c->stats + SAMPLER_STATS_OFF_CALLS)) : -1;
+	if (fd >= 0) close(fd);
+	return n == (ssize_t)sizeof *calls;
+}
+
+bool sampler_calls(const struct sampler_ctl *c, uint64_t *calls)
+{
+	uint64_t now;
+	if (!c || !c->counting || !read_calls(c, &now) || now < c->calls_at_start) return false;
+	*calls = now - c->calls_at_start;
+	return true;
+}
+
 int sampler_read_check(const struct sampler_ctl *c, struct memtraced_sampler_check *out,
 		       char *err, size_t errlen)
 {

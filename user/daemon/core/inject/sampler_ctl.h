@@ -15,6 +15,7 @@
 #define SAMPLER_VERSION 5
 #define SAMPLER_FLAG_ALL_WORDS 1 /* MEMTRACED_SAMPLER_ALL_WORDS of user/sampler/sampler.h */
 #define SAMPLER_FLAG_LEASED 2    /* MEMTRACED_SAMPLER_LEASED */
+#define SAMPLER_STATS_OFF_CALLS 16 /* MEMTRACED_SAMPLER_STATS_OFF_CALLS */
 
 struct sampler_ctl {
 	pid_t pid;
@@ -22,6 +23,9 @@ struct sampler_ctl {
 	uint64_t start, stop;   /* its functions' addresses in the target */
 	uint64_t check;         /* its memtraced_sampler_check, in the target */
 	uint64_t thin;          /* its memtraced_sampler_thin, in the target */
+	uint64_t stats;         /* its memtraced_sampler_stats, in the target */
+	uint64_t calls_at_start; /* stats.calls when it started (a reused library counted before) */
+	bool counting;          /* calls_at_start read: sampler_calls counts from there */
 	long version;
 	double rate;            /* the sampling rate to start it at */
 	bool reused;            /* it was loaded already (an earlier --inject) */
@@ -44,6 +48,10 @@ int sampler_library_path(char *out, size_t outlen, char *err, size_t errlen);
  * done by the agent (agent.h): a thread of the target's own, created at a safe moment by an
  * application thread that runs a self-restoring stub; memtraced may die at any instant. */
 int sampler_place(pid_t pid, const char *path, struct sampler_ctl *c, char *err, size_t errlen);
+/* The allocation calls the started sampler counted since its start (at rate 1 every one, its
+ * nested calls once: issue 47, the trace's counts fall short by what the pipeline dropped).
+ * false when it cannot be read. */
+bool sampler_calls(const struct sampler_ctl *c, uint64_t *calls);
 /* For a child held by our own ptrace at its program's entry point (hold_set_entry_fn):
  * loads the library on thread tid and starts it at rate, in one stop (c->pid and c->path set
  * by the caller). */

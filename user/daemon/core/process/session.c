@@ -397,6 +397,8 @@ void session_get_totals(struct session *s, struct session_totals *t)
 	if (s->tracer) s->calls_uncounted = calls_uncounted(s);
 	memset(t, 0, sizeof *t);
 	t->calls_counted = !s->calls_uncounted;
+	t->src_calls_known = s->src_calls_known;
+	t->src_calls = s->src_calls;
 	t->alloc_calls = t->calls_counted ? st.alloc_calls : 0;
 	t->free_calls = t->calls_counted ? st.free_calls : 0;
 	t->samples = st.samples;
@@ -491,6 +493,14 @@ void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 		fprintf(out, "memtraced: PID %d: allocation calls not counted (the in-process sampler "
 			"passes on only sampled ones), %llu sampled", (int)s->pid,
 			(unsigned long long)t.samples);
+	if (t.src_calls_known && t.calls_counted) { /* rate 1: the sampler counted every call */
+		fprintf(out, " (the in-process sampler counted %llu allocation calls itself",
+			(unsigned long long)t.src_calls);
+		if (t.src_calls > t.alloc_calls)
+			fprintf(out, ": %llu more than reached the probes, whose count is short by as "
+				"many", (unsigned long long)(t.src_calls - t.alloc_calls));
+		fprintf(out, ")");
+	}
 	if (s->floor)
 		fprintf(out, " (probe floor: no trace written)");
 	else

@@ -83,6 +83,8 @@ struct session {
 	uint64_t written_allocs, written_collects; /* kept when the writer is closed */
 	struct tracer_stats final_stats;
 	bool calls_uncounted; /* the tracer saw only sampled calls (an in-process sampler) */
+	bool src_calls_known; /* session_set_source_calls */
+	uint64_t src_calls;
 	struct record_queue *queue;
 	pthread_t intake;
 	bool intake_started;

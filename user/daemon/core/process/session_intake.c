@@ -139,6 +139,13 @@ static void source_thin(struct session *s, unsigned f, unsigned fill)
 	if (want > atomic_load(&s->src_k_max)) atomic_store(&s->src_k_max, want);
 }
 
+void session_set_source_calls(struct session *s, uint64_t calls)
+{
+	if (!s) return;
+	s->src_calls = calls;
+	s->src_calls_known = true;
+}
+
 void session_set_source_thin(struct session *s, uint64_t addr)
 {
 	if (s && !s->thin_off) atomic_store(&s->src_thin_addr, addr);

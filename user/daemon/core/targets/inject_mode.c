@@ -9,6 +9,7 @@
 #include "inject/carried_sampler.h"
 #include "inject/claim.h"
 #include "inject/inject.h"
+#include "process/session.h"
 #include "tracer/tracer.h"
 
 /* The tracer of the sampler's probes in pid, loaded before anything is placed in it: a
@@ -198,14 +199,23 @@ int inject_mode_start(struct sampler_ctl *ctl, const struct cli_opts *o, char *e
 	return check_slots(ctl, o->inject == CLI_INJECT_REQUIRED, err, errlen);
 }
 
-void inject_mode_stop(struct sampler_ctl *ctl, bool alive)
+void inject_mode_stop(struct sampler_ctl *ctl, bool alive, struct session *s)
 {
 	if (!ctl) return;
 	char err[512] = "";
 	if (alive && sampler_stop(ctl, err, sizeof err) < 0)
 		msg_warn("PID %d: cannot put the GOT entries back (%s); the sampler stays inert "
 			 "without a tracer", (int)ctl->pid, err);
+	else if (alive) /* stopped: its count of calls is final (issue 47: rate 1's counts) */
+		inject_mode_source_calls(ctl, s);
 	sampler_ctl_free(ctl, alive);
+}
+
+void inject_mode_source_calls(const struct sampler_ctl *ctl, struct session *s)
+{
+	uint64_t calls;
+	if (ctl && s && ctl->rate >= 1 && sampler_calls(ctl, &calls))
+		session_set_source_calls(s, calls);
 }
 
 void inject_mode_at_entry(void *ctl, pid_t pid, long ptrace_options)

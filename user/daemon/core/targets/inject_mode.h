@@ -11,6 +11,7 @@
 #include "inject/sampler_ctl.h"
 
 struct tracer;
+struct session;
 
 /* Places the sampler into pid and loads + attaches a tracer of its probes (not started yet);
  * exe: its program (-- CMD: checked before its exec).
@@ -34,6 +35,10 @@ struct tracer *inject_mode_child_tracer(const struct cli_opts *o, pid_t pid, con
 int inject_mode_use_carried(const struct cli_opts *o, pid_t pid, struct tracer **tracer);
 /* The end: the GOT back, the library left in place, inert (alive false: the process has
  * exited, nothing to put back); frees ctl. NULL is allowed. */
-void inject_mode_stop(struct sampler_ctl *ctl, bool alive);
+void inject_mode_stop(struct sampler_ctl *ctl, bool alive, struct session *s);
+/* At rate 1 the sampler counts every allocation call itself: its count since its start to s
+ * (the summary says it beside the probes'). inject_mode_stop does it once stopped; a command
+ * held at its exit-stop (our child, whose GOT stays redirected) has it read there. */
+void inject_mode_source_calls(const struct sampler_ctl *ctl, struct session *s);
 
 #endif

@@ -106,7 +106,12 @@ static uint64_t exec_time_of(void *ctx, pid_t pid) { return lifecycle_exec_time(
 
 /* -- CMD: holds the command at its exit until its session has read its records (and prepared
  * its unwinder from its mappings: a command of a few ms is gone before the first drain). */
-static void child_exiting(void *session) { session_target_exiting(session, 1000); }
+static void child_exiting(void *ctx)
+{
+	struct target *t = ctx;
+	inject_mode_source_calls(t->sampler, t->s); /* its memory is there at the exit-stop */
+	session_target_exiting(t->s, 1000);
+}
 
 static void say_tracing(const struct targets *ts, const struct target *t)
 {
@@ -195,7 +200,7 @@ int target_start_session(struct targets *ts, struct target *t, bool before_exec,
 		t->s = session_open(&so, err, errlen);
 	}
 	if (!t->s) {
-		inject_mode_stop(t->sampler, true);
+		inject_mode_stop(t->sampler, true, NULL);
 		t->sampler = NULL;
 		return -1;
 	}
@@ -227,7 +232,7 @@ int target_start_session(struct targets *ts, struct target *t, bool before_exec,
 	if (t->hold) exec_prep_watch(ts->prep, t->pid, t->s); /* muted at its exec */
 	t->active = true;
 	t->ok = true;
-	if (t->hold) hold_set_exit_hook(t->hold, t->pid, child_exiting, t->s);
+	if (t->hold) hold_set_exit_hook(t->hold, t->pid, child_exiting, t);
 	say_tracing(ts, t);
 	return 0;
 }
@@ -278,10 +283,10 @@ void target_snapshot(struct targets *ts, struct target *t, bool say_it)
 void target_release_outputs(struct targets *ts, struct target *t, bool remove_output)
 {
 	if (t->s) exec_prep_unwatch(ts->prep, t->s);
-	if (t->s && t->hold) hold_clear_exit_hook(t->hold, t->s);
+	if (t->s && t->hold) hold_clear_exit_hook(t->hold, t);
 	if (t->at_entry && t->hold) hold_set_entry_fn(t->hold, NULL, NULL);
 	t->at_entry = false;
-	inject_mode_stop(t->sampler, !t->our_child);
+	inject_mode_stop(t->sampler, !t->our_child, NULL);
 	t->sampler = NULL;
 	if (t->s) session_close(t->s);
 	t->s = NULL;
@@ -388,14 +393,14 @@ void target_finish(struct targets *ts, struct target *t, enum finish_why why,
 	bool error = why == FINISH_ERROR;
 	if (error) msg_error("PID %d: %s", (int)t->pid, session_error(t->s));
 	say_why(ts, t, why);
-	if (t->hold) hold_clear_exit_hook(t->hold, t->s); /* the final drain follows */
+	if (t->hold) hold_clear_exit_hook(t->hold, t); /* the final drain follows */
 	exec_prep_unwatch(ts->prep, t->s);
 	/* the GOT back before the probes go (frees of sampled blocks are seen until then) */
 	/* (-- CMD is under our ptrace hold: its GOT stays redirected, the sampler passes its
 	 * calls through once the probes are gone) */
 	if (t->at_entry && t->hold) hold_set_entry_fn(t->hold, NULL, NULL); /* waits if it runs */
 	t->at_entry = false;
-	inject_mode_stop(t->sampler, why != FINISH_EXIT && !t->our_child);
+	inject_mode_stop(t->sampler, why != FINISH_EXIT && !t->our_child, t->s);
 	t->sampler = NULL;
 	if (why == FINISH_EXIT) session_target_gone(t->s);
 	t->ok = session_finish(t->s) == 0 && !error;

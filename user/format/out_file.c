@@ -119,6 +119,19 @@ int mt_out_create_temp(int dirfd, const char *base, unsigned mode, char *tmp, si
 	return -1;
 }
 
+int mt_path_split(const char *path, char *dir, size_t dirlen, const char **base)
+{
+	size_t len = strlen(path);
+	if (len >= dirlen || dirlen < 2) return -1;
+	memcpy(dir, path, len + 1);
+	char *slash = strrchr(dir, '/');
+	*base = slash ? path + (slash - dir) + 1 : path;
+	if (!slash) snprintf(dir, dirlen, ".");
+	else if (slash == dir) dir[1] = '\0';
+	else *slash = '\0';
+	return 0;
+}
+
 int mt_out_create(const char *path, unsigned mode, const char *what, char *err, size_t errlen)
 {
 	if (!mode) mode = 0600;
@@ -131,17 +144,12 @@ int mt_out_create(const char *path, unsigned mode, const char *what, char *err, 
 		return fd;
 	}
 	/* the directory, then the name in it: each step on the directory fd */
-	size_t len = strlen(path);
-	if (len >= 4096) return fail(err, errlen, "the %s's path is too long", what);
 	char dir[4096];
-	memcpy(dir, path, len + 1);
-	char *slash = strrchr(dir, '/');
-	const char *base = slash ? path + (slash - dir) + 1 : path;
+	const char *base;
+	if (mt_path_split(path, dir, sizeof dir, &base) < 0)
+		return fail(err, errlen, "the %s's path is too long", what);
 	if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
 		return fail(err, errlen, "cannot write the %s '%.3000s': not a file name", what, path);
-	if (!slash) snprintf(dir, sizeof dir, ".");
-	else if (slash == dir) dir[1] = '\0';
-	else *slash = '\0';
 	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return fail(err, errlen, "cannot write the %s '%.3000s': its directory: %s", what, path,

@@ -26,6 +26,10 @@
  * the file ("trace file", "page"). */
 int mt_out_create(const char *path, unsigned mode, const char *what, char *err, size_t errlen);
 
+/* path's directory into dir ("." for a bare name, "/" for "/name") and where its last name
+ * starts in path: 0, or -1 when it is too long for dir. */
+int mt_path_split(const char *path, char *dir, size_t dirlen, const char **base);
+
 /* A fresh file in dirfd for the final name base, under the dot-name ".BASE.tmp-PID-N" that
  * nothing else uses (O_EXCL|O_NOFOLLOW, exactly the permissions mode): its descriptor, its
  * name in tmp; -1 with errno. The snapshot writer's too (core/output/snapshot.c). */

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "out_file.h" /* mt_path_split */
+
 #define OPTIONS_FILE_MAX (64 * 1024)
 #define OPTIONS_WORDS_MAX 256
 
@@ -68,15 +70,11 @@ static const char *dir_unsafe(int dirfd)
 static int open_checked(const char *path, char *err, size_t errlen)
 {
 	char dir[4096];
-	if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) {
+	const char *base;
+	if (mt_path_split(path, dir, sizeof dir, &base) < 0) {
 		snprintf(err, errlen, "--options-file: the path is too long");
 		return -1;
 	}
-	char *slash = strrchr(dir, '/');
-	const char *base = slash ? path + (slash - dir) + 1 : path;
-	if (!slash) snprintf(dir, sizeof dir, ".");
-	else if (slash == dir) dir[1] = '\0';
-	else *slash = '\0';
 	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0) {
 		snprintf(err, errlen, "--options-file %s: its directory: %s", path, strerror(errno));

@@ -61,6 +61,7 @@ struct mt_slot slots[MT_MAX_SLOTS];
 const volatile __u32 sample_all = 0;         /* rate 1: every word is a sample point */
 const volatile __u64 mean_gap = 8;           /* mean bytes between sample points: 8 / rate */
 const volatile __u32 stack_bytes = MT_STACK_BYTES_DEFAULT;
+const volatile __u32 stacks_in_pieces = 0;  /* tests: every stack copied in pieces */
 const volatile __u64 wakeup_bytes = 1 << 21; /* wake the consumer when this much is pending */
 const volatile __u64 exp_gaps[MT_EXP_TABLE]; /* exponential variates, mean mean_gap, >= 1 */
 struct mt_cpu_state cpu_state[MT_MAX_CPUS];
@@ -533,12 +534,65 @@ static long prefix_step(__u64 i, void *data)
 	return 0;
 }
 
+/* Copies in pieces, where the kernel's long copy is not to be trusted. On Debian's 6.1 in a
+ * qemu VM without KVM, now and then every long bpf_probe_read_user of a process's stack
+ * (64 bytes and more: the kernel copies those with `rep movsb`, shorter ones with moves)
+ * returned success and left zeros, for every record of that process's run, while an 8-byte
+ * read of the same address read the word that was there: every stack of the trace had one
+ * frame (the matrix's 6.1 checks failed about one run in three; never seen on 6.12 nor on
+ * this machine; which of 6.1 and qemu's emulation is at fault is not known). Each record
+ * tries a long copy of its first 64 bytes against one word read short (long_copy_wrong); a
+ * record where they disagree is copied PIECE bytes at a time: slower, and only there. */
+#define PIECE 32
+struct piece_copy {
+	__u8 *buf;
+	__u64 sp, n;
+};
+
+static long piece_step(__u64 i, void *data)
+{
+	struct piece_copy *pc = data;
+	__u64 off = i * PIECE;
+	if (off >= pc->n || off > MT_STACK_BYTES_MAX - PIECE)
+		return 1;
+	__u64 left = pc->n - off;
+	if (left > PIECE)
+		left = PIECE;
+	if (bpf_probe_read_user(pc->buf + off, left, (void *)(pc->sp + off))) {
+		pc->n = off; /* the readable prefix ends in this piece's page */
+		return 1;
+	}
+	return 0;
+}
+
+/* The bytes copied: a prefix of len, as the long copy's prefix search gives. */
+static __always_inline __u32 copy_in_pieces(__u8 *buf, __u64 sp, __u64 len)
+{
+	struct piece_copy pc = {.buf = buf, .sp = sp, .n = len};
+	bpf_loop(MT_STACK_BYTES_MAX / PIECE, piece_step, &pc, 0);
+	return pc.n & ~7ULL;
+}
+
+/* Does a long copy of the 64 bytes at sp disagree with their first word read short? (buf: 64
+ * bytes of scratch.) The word at sp is a return address or a saved value: a zero there that
+ * the short read does not see is the fault above. */
+static __always_inline bool long_copy_wrong(__u8 *buf, __u64 sp)
+{
+	__u64 word = 0, copied = 0;
+	if (bpf_probe_read_user(buf, 64, (void *)sp) || bpf_probe_read_user(&word, 8, (void *)sp))
+		return false;
+	__builtin_memcpy(&copied, buf, 8);
+	return copied != word;
+}
+
 static __noinline __u32 copy_stack(__u8 *buf, __u64 sp, __u64 len)
 {
 	if (!buf)
 		return 0;
 	if (len > MT_STACK_BYTES_MAX)
 		len = MT_STACK_BYTES_MAX;
+	if (this_cpu_state()->in_pieces)
+		return copy_in_pieces(buf, sp, len);
 	if (bpf_probe_read_user(buf, len, (void *)sp) == 0)
 		return len;
 	/* pages spanned by [sp, sp + len): good = 0 is known to work, bad = all of them fails */
@@ -690,6 +744,10 @@ static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cou
 	if (end && *end > sp && *end - sp + STACK_END_SLACK < len)
 		len = *end - sp + STACK_END_SLACK;
 	struct mt_cpu_state *st = this_cpu_state();
+	st->in_pieces = stacks_in_pieces ||
+			(len >= 64 && long_copy_wrong(sc->b + sizeof(struct mt_alloc_record), sp));
+	if (st->in_pieces)
+		__sync_fetch_and_add(&c->stack_recopied, 1);
 	st->more_sp = sp;
 	st->more_len = len;
 	st->more_seq = seq;

@@ -158,6 +158,8 @@ struct mt_cpu_state {
 	 * length, the sample's seq and owner, the bytes sent past the first record's */
 	__u64 more_sp, more_len, more_seq;
 	__u32 more_owner, more_sent;
+	__u64 in_pieces;       /* the record under way copies its stack in pieces (bpf:
+	                          long_copy_wrong) */
 } __attribute__((aligned(64)));
 
 /* A slot's counters (a per-CPU array indexed by slot; userspace sums the CPUs and zeroes
@@ -173,6 +175,8 @@ struct mt_counts {
 	__u64 map_calls;       /* successful anonymous mmap/mremap calls */
 	__u64 drop_busy;       /* of drop_ringbuf: the CPU's record buffer was in use (a
 	                          preempted program of another process, on this CPU) */
+	__u64 stack_recopied;  /* samples whose stack was copied in pieces: a long copy read
+	                          zeros where the stack has a word (bpf: long_copy_wrong) */
 };
 
 /* A slot's state (global data, written by userspace but mapping_sampled). */

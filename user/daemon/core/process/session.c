@@ -410,6 +410,7 @@ void session_get_totals(struct session *s, struct session_totals *t)
 	t->src_thin_max = atomic_load(&s->src_k_max);
 	t->thin_max = atomic_load(&s->thin_max);
 	t->drop_busy = st.drop_busy;
+	t->stack_recopied = st.stack_recopied;
 	t->drop_map_full = st.drop_map_full;
 	t->drop_stack_copy = st.drop_stack_copy;
 	t->reconciled_frees = st.reconciled_frees;
@@ -527,6 +528,9 @@ void session_print_summary(struct session *s, FILE *out, const char *trace_path)
 			"sample kept in so many, its weight raised as much)",
 			s->src_bpf ? "the BPF probes'" : "the in-process sampler's", t.src_thin_max);
 	fprintf(out, "; %llu frees reconciled", (unsigned long long)t.reconciled_frees);
+	if (t.stack_recopied)
+		fprintf(out, "; %llu stacks copied in pieces (the kernel's long copy read zeros "
+			"where the stack has words: docs/kernels.md)", (unsigned long long)t.stack_recopied);
 	if (t.samples && t.drop_ringbuf)
 		fprintf(out, "; records of %llu bytes on average, %llu at most (--ring-size, "
 			"--stack-bytes)", (unsigned long long)(t.record_bytes / (t.samples ? t.samples : 1)),

@@ -53,6 +53,7 @@ struct session_totals {
 	uint64_t live_blocks;                 /* sampled blocks live at the end */
 	uint64_t drop_ringbuf, drop_map_full, drop_stack_copy;
 	uint64_t drop_queue, drop_busy;       /* of drop_ringbuf: queue full, record buffer busy */
+	uint64_t stack_recopied;              /* samples whose stack was copied in pieces */
 	uint64_t reconciled_frees;
 	uint64_t other_pid;                   /* records of another process, ignored */
 	uint64_t after_exec;                  /* records stamped after the target's exec, ignored */

@@ -311,6 +311,7 @@ void tracer_get_stats(struct tracer *t, struct tracer_stats *out)
 			out->drop_map_full += c->drop_map_full;
 			out->drop_stack_copy += c->drop_stack_copy;
 			out->drop_busy += c->drop_busy;
+			out->stack_recopied += c->stack_recopied;
 		}
 	}
 	free(per_cpu);

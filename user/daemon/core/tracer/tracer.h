@@ -113,6 +113,8 @@ struct tracer_stats {
 	uint64_t max_record_bytes;         /* the largest one */
 	uint64_t thinned;                  /* samples left out under backpressure (not drops:
 	                                      the kept ones carry their weight) */
+	uint64_t stack_recopied;           /* samples whose stack was copied in pieces: the
+	                                      kernel's long copy read zeros (bpf: long_copy_wrong) */
 };
 
 enum tracer_mode {              /* kernel_probe.h: which kernel has which */

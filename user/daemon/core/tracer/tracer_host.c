@@ -181,6 +181,10 @@ static struct memtraced_bpf *load(const struct host_key *k, enum tracer_mode mod
 	sk->rodata->sample_all = k->rate >= 1;
 	sk->rodata->mean_gap = k->rate >= 1 ? 8 : (__u64)llround(8 / k->rate);
 	sk->rodata->stack_bytes = k->stack_bytes;
+	/* tests: the copy in pieces that a faulty long copy falls back to (docs/kernels.md),
+	 * taken by every record */
+	const char *pieces = getenv("MEMTRACED_TEST_STACK_PIECES");
+	sk->rodata->stacks_in_pieces = pieces && strcmp(pieces, "1") == 0;
 	sk->rodata->wakeup_bytes = k->ring_bytes / 8; /* leave room for wakeup latency */
 	fill_exp_table(sk->rodata->exp_gaps, k->rate >= 1 ? 8 : 8 / k->rate);
 	bpf_map__set_max_entries(sk->maps.events, k->ring_bytes);

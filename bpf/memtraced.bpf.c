@@ -540,9 +540,9 @@ static long prefix_step(__u64 i, void *data)
  * returned success and left zeros, for every record of that process's run, while an 8-byte
  * read of the same address read the word that was there: every stack of the trace had one
  * frame (the matrix's 6.1 checks failed about one run in three; never seen on 6.12 nor on
- * this machine; which of 6.1 and qemu's emulation is at fault is not known). Each record
- * tries a long copy of its first 64 bytes against one word read short (long_copy_wrong); a
- * record where they disagree is copied PIECE bytes at a time: slower, and only there. */
+ * this machine; which of 6.1 and qemu's emulation is at fault is not known). A record whose
+ * copy holds a zero at sp where a short read sees a word (long_copy_zero) is copied PIECE
+ * bytes at a time: slower, and only there. */
 #define PIECE 32
 struct piece_copy {
 	__u8 *buf;
@@ -573,16 +573,21 @@ static __always_inline __u32 copy_in_pieces(__u8 *buf, __u64 sp, __u64 len)
 	return pc.n & ~7ULL;
 }
 
-/* Does a long copy of the 64 bytes at sp disagree with their first word read short? (buf: 64
- * bytes of scratch.) The word at sp is a return address or a saved value: a zero there that
- * the short read does not see is the fault above. */
-static __always_inline bool long_copy_wrong(__u8 *buf, __u64 sp)
+/* Did a long copy into buf read a zero at sp where a short read sees a word? The word at sp
+ * is a return address or a saved value: a zero there is the fault above (or, rarely, a zero
+ * that the short read sees too). Costs a load where the copy's word is not zero. */
+static __always_inline bool long_copy_zero(const __u8 *buf, __u64 sp)
 {
 	__u64 word = 0, copied = 0;
-	if (bpf_probe_read_user(buf, 64, (void *)sp) || bpf_probe_read_user(&word, 8, (void *)sp))
-		return false;
 	__builtin_memcpy(&copied, buf, 8);
-	return copied != word;
+	return copied == 0 && bpf_probe_read_user(&word, 8, (void *)sp) == 0 && word != 0;
+}
+
+/* The same, tried on a long copy of the 64 bytes at sp into buf (scratch): before a deep
+ * stack's pieces, which are copied before the record's own bytes. */
+static __always_inline bool long_copy_wrong(__u8 *buf, __u64 sp)
+{
+	return bpf_probe_read_user(buf, 64, (void *)sp) == 0 && long_copy_zero(buf, sp);
 }
 
 static __noinline __u32 copy_stack(__u8 *buf, __u64 sp, __u64 len)
@@ -744,10 +749,10 @@ static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cou
 	if (end && *end > sp && *end - sp + STACK_END_SLACK < len)
 		len = *end - sp + STACK_END_SLACK;
 	struct mt_cpu_state *st = this_cpu_state();
-	st->in_pieces = stacks_in_pieces ||
-			(len >= 64 && long_copy_wrong(sc->b + sizeof(struct mt_alloc_record), sp));
-	if (st->in_pieces)
-		__sync_fetch_and_add(&c->stack_recopied, 1);
+	/* a deep stack's pieces go first: tried before them (the common stack is tried after
+	 * its copy, for free) */
+	st->in_pieces = stacks_in_pieces || (len > MT_STACK_BYTES_MAX &&
+			long_copy_wrong(sc->b + sizeof(struct mt_alloc_record), sp));
 	st->more_sp = sp;
 	st->more_len = len;
 	st->more_seq = seq;
@@ -758,6 +763,12 @@ static __always_inline void emit_with_scratch(struct pt_regs *ctx, struct mt_cou
 	struct mt_alloc_record *r = (struct mt_alloc_record *)sc->b;
 	__u8 *stack = sc->b + sizeof(*r);
 	__u32 copied = copy_stack(stack, sp, len);
+	if (!st->in_pieces && copied >= 8 && long_copy_zero(stack, sp)) {
+		st->in_pieces = 1;
+		copied = copy_in_pieces(stack, sp, copied);
+	}
+	if (st->in_pieces)
+		__sync_fetch_and_add(&c->stack_recopied, 1);
 	r->type = kind == KIND_SAMPLER ? MT_REC_ALLOC_USDT : kind == KIND_MAPPING ? MT_REC_MAP
 		: MT_REC_ALLOC;
 	r->fn = call->fn;

@@ -127,7 +127,7 @@ then pass deep_stack_whole
 else fail deep_stack_whole "memtraced exited $rc, $whole of $n stacks whole: $(why deep)"; fi
 
 # a stack whose copy meets pages never touched (a frame's big unused array): the readable
-# prefix is copied, its frames whole (6.1's verifier once made such copies all zeros: one frame)
+# prefix is copied (bpf: copy_stack's search), its frames whole
 timeout 300 "$MT" --inject=no --rate 1 --no-mmap -o "$TMP/gap.ctf" -- "$TARGETS/stack_gap" 20 \
 	>"$TMP/gap.out" 2>"$TMP/gap.err"
 rc=$?

@@ -15,6 +15,10 @@
 # - a shim: -- ./start.sh (a script that execs the program) is said to be a script, and the
 #   program it runs is traced (before: "not an ELF file: cannot inject: our calls are x86-64
 #   code", which reads as an architecture problem).
+# - single-thread mode: a single-threaded program is attached with the sampler and let go:
+#   glibc's __libc_single_threaded is 1 again, its TCB's multiple_threads 0, and it has one
+#   thread, as before (before: our agent's threads took glibc out of that mode for good: malloc
+#   locked, and a program whose signal handler mallocs deadlocked).
 # - no safe moment for the sampler's start (a test hook: MEMTRACED_TEST_NO_SAFE=start): the
 #   default mode falls back to uprobes, says so, and traces the program (before: exit 1).
 source "$(dirname "$0")/lib/test.sh"
@@ -62,6 +66,38 @@ done
 if [ "$hung" = 0 ]; then pass inject_setxid_daemon_runs_on
 else fail inject_setxid_daemon_runs_on "$hung of 5 stopped:$details"; fi
 check inject_setxid_sampler_placed test "$placed" = 5
+
+# ---- a single-threaded program left in glibc's single-thread mode: 5 fresh targets, each
+# asked for its mode, attached with the sampler for 1 s, and asked again once memtraced is gone
+# ask_mode DIR: the line the target writes (tests/targets/single_mode.c)
+ask_mode() {
+	rm -f "$1/mode"
+	touch "$1/ask"
+	for _ in $(seq 100); do [ -s "$1/mode" ] && break; sleep 0.05; done
+	cat "$1/mode" 2>/dev/null || echo "no answer"
+}
+same=0 traced=0 details=""
+for i in 1 2 3 4 5; do
+	d=$TMP/single$i
+	mkdir -p "$d"
+	"$TARGETS/single_mode" "$d" >/dev/null 2>&1 &
+	t=$!
+	wait_file "$d/ready" 100
+	before=$(ask_mode "$d")
+	timeout 60 "$MT" -p "$t" --inject=required --rate 1e-2 -d 1 -o "$d/t.ctf" >/dev/null 2>"$d/mt.err"
+	rc=$?
+	grep -q 'sampler placed' "$d/mt.err" && [ $rc = 0 ] && traced=$((traced + 1))
+	after=$(ask_mode "$d")
+	if [ "$before" = "single=1 libc=1 tcb=0 threads=1" ] && [ "$after" = "$before" ]; then same=$((same + 1))
+	else details="$details target $i: before '$before', after '$after' (memtraced exit $rc);"; fi
+	touch "$d/stop"
+	for _ in $(seq 50); do kill -0 "$t" 2>/dev/null || break; sleep 0.1; done
+	kill -9 "$t" 2>/dev/null
+	wait "$t" 2>/dev/null
+done
+if [ "$same" = 5 ]; then pass inject_single_thread_mode_kept
+else fail inject_single_thread_mode_kept "$same of 5 as before:$details"; fi
+check inject_single_thread_sampler_placed test "$traced" = 5
 
 # ---- no safe moment for the start: uprobes instead, the trace begun anew and whole
 d=$TMP/nosafe

@@ -37,6 +37,10 @@ struct inject_agent {
 	inject_safe_fn safe;
 	void *safe_ctx;
 	bool busy;        /* a job's thread may still write the region: never unmap it */
+	uint64_t single_flag[2]; /* glibc's __libc_single_threaded, 1 before our first thread: put
+	                            back with the TCB's flag when ours are gone (single_mode_back);
+	                            a copy in the executable (copy relocation) and libc's own */
+	bool single_back;     /* it was */
 };
 
 static long ms_now(void)
@@ -157,11 +161,68 @@ static uint64_t pick_region(struct mapping *m, int n, size_t len, int skip)
 struct stub_job {
 	struct inject_agent *a;
 	uint64_t op, a0, a1, a2, fn;
+	bool single_back; /* glibc's single-thread mode put back first, if one thread is left */
 };
 
-static int write_stub_data(void *ctx, uint64_t resume_rip, char *err, size_t errlen)
+/* ---- glibc's single-thread mode (issue 47) ----
+ * glibc leaves its single-thread mode for good at the first pthread_create:
+ * __libc_single_threaded goes to 0 and the creator's TCB says multiple_threads = 1. From then
+ * on malloc takes its arena lock, stdio its locks, libstdc++'s reference counts go atomic,
+ * and a program whose signal handler mallocs (unsafe, yet reliable while single-threaded)
+ * deadlocks. Our agent's threads did that to programs that never had a thread, after a clean
+ * detach too. So the flag's address is kept when the process has one thread and the flag is
+ * 1 (a program that had threads has 0: left alone), and when ours are gone and the process
+ * has one thread again, both are put back while that thread is stopped at a safe moment
+ * (outside libc's allocator and loader, where a lock taken in the other mode could be held).
+ * With one thread, stopped, nothing else of the program runs meanwhile. */
+#define TCB_MULTIPLE_THREADS 0x18 /* x86-64 glibc: tcbhead_t's int multiple_threads */
+
+static int thread_count(pid_t pid)
+{
+	char line[256];
+	int n = -1;
+	FILE *f = door_proc_fopen(pid, "status");
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "Threads: %d", &n) == 1) break;
+	if (f) fclose(f);
+	return n;
+}
+
+/* Both of glibc's flags (pthread_create clears its own and the one programs read, which a
+ * copy relocation may have put in the executable): kept only when each is 1 now. */
+static void single_flags_of(struct inject_agent *a)
+{
+	uint64_t addr[2] = {0, 0};
+	char e[256];
+	if (thread_count(a->pid) != 1) return;
+	int n = inject_find_definitions(a->pid, "__libc_single_threaded", addr, 2, e, sizeof e);
+	for (int i = 0; i < n; i++) {
+		uint8_t v = 0;
+		if (inject_mem_read(a->mem_fd, addr[i], &v, 1) != 0 || v != 1) return;
+	}
+	if (n > 0) memcpy(a->single_flag, addr, sizeof addr);
+}
+
+/* On the one thread left, stopped: its TCB's flag to 0, then __libc_single_threaded to 1. */
+static void single_mode_back(struct inject_agent *a, const struct user_regs_struct *r)
+{
+	uint8_t one = 1;
+	int32_t zero = 0, was = 0;
+	if (!a->single_flag[0] || !r->fs_base || thread_count(a->pid) != 1) return;
+	uint64_t tcb = r->fs_base + TCB_MULTIPLE_THREADS;
+	if (inject_mem_read(a->mem_fd, tcb, &was, sizeof was) != 0 || (was != 0 && was != 1)) return;
+	if (inject_mem_write(a->mem_fd, tcb, &zero, sizeof zero) != 0) return;
+	bool ok = true;
+	for (int i = 0; i < 2 && a->single_flag[i]; i++)
+		ok &= inject_mem_write(a->mem_fd, a->single_flag[i], &one, 1) == 0;
+	a->single_back = ok;
+}
+
+static int write_stub_data(void *ctx, uint64_t resume_rip, const struct user_regs_struct *stopped,
+			   char *err, size_t errlen)
 {
 	struct stub_job *j = ctx;
+	if (j->single_back) single_mode_back(j->a, stopped);
 	uint64_t d[AGENT_DATA_BYTES / 8] = {resume_rip, j->op, j->a0, j->a1, j->a2, j->fn,
 					    j->a->fp_size};
 	uint64_t at = j->a->cave + (uint64_t)(inject_agent_blob_data - inject_agent_blob);
@@ -284,6 +345,7 @@ int inject_agent_open(pid_t pid, inject_safe_fn safe, void *safe_ctx, struct inj
 		goto fail;
 	}
 	if (find_fns(a, err, errlen) != 0 || place_code(a, m, n, err, errlen) != 0) goto fail;
+	single_flags_of(a); /* before any thread of ours */
 	uint64_t nonce;
 	if (getrandom(&nonce, sizeof nonce, 0) != sizeof nonce) nonce = (uint64_t)ms_now() * 2654435761u;
 	nonce |= 1;
@@ -409,9 +471,18 @@ void inject_agent_close(struct inject_agent *a)
 {
 	if (!a) return;
 	if (a->region && !a->busy && kill(a->pid, 0) == 0) {
-		struct stub_job j = {.op = AGENT_STUB_MUNMAP, .a0 = a->region, .a1 = REGION_BYTES};
+		/* our job threads exit right after their last word: gone within a moment */
+		for (int i = 0; a->single_flag[0] && i < 500 && thread_count(a->pid) > 1; i++)
+			usleep(2000);
+		struct stub_job j = {.op = AGENT_STUB_MUNMAP, .a0 = a->region, .a1 = REGION_BYTES,
+				     .single_back = a->single_flag[0] && thread_count(a->pid) == 1};
 		char e[256];
-		run_stub(a, &j, NULL, 2000, NULL, e, sizeof e);
+		/* the single-thread mode only at a safe moment (a thread stopped between calloc's
+		 * two looks at it would keep the arena's lock); the region goes in any case */
+		if (!j.single_back || run_stub(a, &j, a->safe, 2000, NULL, e, sizeof e) != 0) {
+			j.single_back = false;
+			run_stub(a, &j, NULL, 2000, NULL, e, sizeof e);
+		}
 	}
 	if (a->mem_fd >= 0) close(a->mem_fd);
 	free(a);

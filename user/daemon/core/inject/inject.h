@@ -70,9 +70,11 @@ pid_t inject_session_tid(const struct inject_session *s);
  * or loader lock)? why says what it is in when not. */
 typedef bool (*inject_safe_fn)(void *ctx, pid_t pid, pid_t tid, const struct user_regs_struct *r,
                                char *why, size_t whylen);
-/* Called once the thread is chosen, with the address it must resume at: writes the stub's
- * data. 0, or -1 with a message (the thread is let go unchanged). */
-typedef int (*inject_before_fn)(void *ctx, uint64_t resume_rip, char *err, size_t errlen);
+/* Called once the thread is chosen, still stopped (stopped: its registers), with the address
+ * it must resume at: writes the stub's data. 0, or -1 with a message (the thread is let go
+ * unchanged). */
+typedef int (*inject_before_fn)(void *ctx, uint64_t resume_rip,
+                                const struct user_regs_struct *stopped, char *err, size_t errlen);
 /* Stops threads of pid one at a time (the candidates in order, again and again for up to
  * wait_ms) until one has no seccomp filter, is outside any rseq critical section and, with
  * safe, is at a safe moment; then calls before and lets that thread go at entry, with every
@@ -93,9 +95,14 @@ int inject_check_exe(pid_t pid, const char *path, char *err, size_t errlen);
 /* Would an attach leave pid enough of its RLIMIT_AS (inject_int.h: what it takes)? 0 if so
  * or unlimited; -1 with the numbers in err. */
 int inject_check_address_space(pid_t pid, char *err, size_t errlen);
-/* The address in pid of a function exported by its loaded objects, bound as ld.so binds it
+/* The address in pid of a symbol exported by its loaded objects, bound as ld.so binds it
  * (link map order, first default-version definition wins); where names the object. */
 int inject_find_symbol(pid_t pid, const char *name, uint64_t *addr, char *where,
                        size_t wherelen, char *err, size_t errlen);
+/* Every definition of name (a function or a variable) in pid's loaded objects, in link map
+ * order, up to max: their count (0 for none), or -1 with err. A variable of a library that
+ * the executable copied (a copy relocation) has two: the executable's, then the library's. */
+int inject_find_definitions(pid_t pid, const char *name, uint64_t *addrs, int max, char *err,
+                            size_t errlen);
 
 #endif

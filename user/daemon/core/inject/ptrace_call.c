@@ -579,7 +579,7 @@ int inject_redirect(pid_t pid, uint64_t entry, inject_safe_fn safe, void *safe_c
 			}
 			uint64_t rip, rax;
 			resume_point(&s->restore, &rip, &rax);
-			if (before(before_ctx, rip, err, errlen) != 0) {
+			if (before(before_ctx, rip, &s->stopped, err, errlen) != 0) {
 				ptrace(PTRACE_DETACH, s->tid, NULL, NULL);
 				goto out;
 			}

@@ -80,8 +80,10 @@ static int mapped_file(pid_t pid, uint64_t addr, char *path, size_t len)
 }
 
 /* The default-version definition of name in o's .dynsym (st_value, unrelocated). */
-int inject_find_symbol(pid_t pid, const char *name, uint64_t *addr, char *where,
-                       size_t wherelen, char *err, size_t errlen)
+/* The definitions of name in pid's link map, in its order: up to max into addrs (the first
+ * one's object into where). Their count, or -1 with err. */
+static int find_definitions(pid_t pid, const char *name, uint64_t *addrs, int max, char *where,
+                            size_t wherelen, char *err, size_t errlen)
 {
 	char path[PATH_MAX];
 	uint64_t at_phdr = 0, at_phnum = 0, auxv[2];
@@ -101,7 +103,7 @@ int inject_find_symbol(pid_t pid, const char *name, uint64_t *addr, char *where,
 		inject_err(err, errlen, "cannot open /proc/%d/mem: %s", (int)pid, strerror(errno));
 		return -1;
 	}
-	int rc = -1, objects = 0;
+	int rc = -1, objects = 0, found = 0;
 	Elf64_Phdr ph[64];
 	uint64_t bias = 0, dyn = 0, dyn_size = 0, r_debug = 0, lm = 0;
 	if (!at_phdr || !at_phnum || at_phnum > 64 ||
@@ -139,18 +141,30 @@ int inject_find_symbol(pid_t pid, const char *name, uint64_t *addr, char *where,
 		if (pfacts_of(pid, open_path, name, &facts, oerr, sizeof(oerr)) != 0) continue;
 		objects++;
 		if (facts.sym_found) {
-			*addr = e[0] + facts.sym_value;
-			if (where) snprintf(where, wherelen, "%s", file);
-			rc = 0;
-			break;
+			if (!found && where) snprintf(where, wherelen, "%s", file);
+			addrs[found++] = e[0] + facts.sym_value;
+			if (found == max) break;
 		}
 	}
-	if (rc != 0)
+	rc = found;
+	if (!found)
 		inject_err(err, errlen, "pid %d: no object of %d in its link map exports %s",
 		           (int)pid, objects, name);
 out:
 	close(fd);
 	return rc;
+}
+
+int inject_find_symbol(pid_t pid, const char *name, uint64_t *addr, char *where,
+                       size_t wherelen, char *err, size_t errlen)
+{
+	return find_definitions(pid, name, addr, 1, where, wherelen, err, errlen) > 0 ? 0 : -1;
+}
+
+int inject_find_definitions(pid_t pid, const char *name, uint64_t *addrs, int max, char *err,
+                            size_t errlen)
+{
+	return find_definitions(pid, name, addrs, max, NULL, 0, err, errlen);
 }
 
 int inject_find_syscall_insn(pid_t pid, uint64_t *addr, char *err, size_t errlen)

@@ -7,7 +7,8 @@
 
 /* A default-version global function definition named name in .dynsym (what dlsym and a
  * program's own call bind to). An ifunc's value is its resolver, not the function. */
-static int dynsym_lookup(const struct elfobj *o, const char *name, uint64_t *value)
+/* A function's or a variable's (is_object) default-version definition in the .dynsym. */
+static int dynsym_lookup(const struct elfobj *o, const char *name, uint64_t *value, bool *is_object)
 {
 	Elf_Scn *scn = NULL, *dynsym = NULL;
 	Elf_Data *versym = NULL;
@@ -25,7 +26,7 @@ static int dynsym_lookup(const struct elfobj *o, const char *name, uint64_t *val
 		if (!gelf_getsym(data, i, &sym)) break;
 		if (sym.st_shndx == SHN_UNDEF || !sym.st_value) continue;
 		int type = GELF_ST_TYPE(sym.st_info), bind = GELF_ST_BIND(sym.st_info);
-		if (type != STT_FUNC) continue;
+		if (type != STT_FUNC && type != STT_OBJECT) continue;
 		if (bind != STB_GLOBAL && bind != STB_WEAK) continue;
 		const char *s = elf_strptr(o->elf, sh.sh_link, sym.st_name);
 		if (!s || strcmp(s, name) != 0) continue;
@@ -34,6 +35,7 @@ static int dynsym_lookup(const struct elfobj *o, const char *name, uint64_t *val
 		if (versym && gelf_getversym(versym, i, &vs) && ((vs & 0x8000) || (vs & 0x7fff) == 0))
 			continue;
 		*value = sym.st_value;
+		*is_object = type == STT_OBJECT;
 		return 0;
 	}
 	return -1;
@@ -66,7 +68,8 @@ int elf_facts_of(const char *path, const char *symbol, struct elf_facts *f, char
 	f->has_otel_usdt = elfobj_has_usdt(&o, "otel_memory", "alloc");
 	if (symbol && *symbol) {
 		uint64_t v = 0;
-		if (dynsym_lookup(&o, symbol, &v) == 0) {
+		bool is_object = false;
+		if (dynsym_lookup(&o, symbol, &v, &is_object) == 0) {
 			f->sym_found = true;
 		} else {
 			struct symtab_find s = {.name = symbol};
@@ -75,7 +78,9 @@ int elf_facts_of(const char *path, const char *symbol, struct elf_facts *f, char
 			v = s.value;
 		}
 		f->sym_value = v;
-		if (f->sym_found && elfobj_vaddr_to_offset(&o, v, &f->sym_offset) != 0)
+		/* a function's place in the file (a probe's offset); a variable (in .bss, say) has
+		 * only its address (glibc's __libc_single_threaded: inject/agent.c) */
+		if (f->sym_found && !is_object && elfobj_vaddr_to_offset(&o, v, &f->sym_offset) != 0)
 			f->sym_found = false;
 	}
 	elfobj_close(&o);

@@ -19,6 +19,8 @@
 #   glibc's __libc_single_threaded is 1 again, its TCB's multiple_threads 0, and it has one
 #   thread, as before (before: our agent's threads took glibc out of that mode for good: malloc
 #   locked, and a program whose signal handler mallocs deadlocked).
+# - `ld.so PROG`: said to be the dynamic linker itself (before: "statically linked"); one that
+#   memtraced starts is traced with uprobes, its allocator found through PROG (before: none).
 # - no safe moment for the sampler's start (a test hook: MEMTRACED_TEST_NO_SAFE=start): the
 #   default mode falls back to uprobes, says so, and traces the program (before: exit 1).
 source "$(dirname "$0")/lib/test.sh"
@@ -119,6 +121,31 @@ else
 fi
 touch "$d/stop"
 wait "$t" 2>/dev/null
+
+# ---- `ld.so PROG`: said to be the dynamic linker (not "statically linked"); one that memtraced
+# starts is traced with uprobes, its allocator found through the program ld.so loads
+LDSO=/lib64/ld-linux-x86-64.so.2
+d=$TMP/ldso
+mkdir -p "$d"
+"$LDSO" "$TARGETS/service_leak" "$d" 60 100000 >/dev/null 2>&1 &
+t=$!
+wait_file "$d/ready" 100
+timeout 90 "$MT" -p "$t" --inject=required --rate 1e-2 -d 1 -o "$d/t.ctf" >/dev/null 2>"$d/mt.err"
+rc=$?
+if [ $rc != 0 ] && grep -q "the dynamic linker itself" "$d/mt.err" && ! grep -q "statically linked" "$d/mt.err"
+then pass inject_ldso_prog_running_said
+else fail inject_ldso_prog_running_said "exit $rc: $(tail -n 2 "$d/mt.err" | tr '\n' ' ')"; fi
+touch "$d/stop"
+wait "$t" 2>/dev/null
+d=$TMP/ldso_cmd
+mkdir -p "$d"
+touch "$d/go"
+timeout 90 "$MT" --rate 1e-2 -o "$d/t.ctf" -- "$LDSO" "$TARGETS/service_leak" "$d" 1 100000 >/dev/null 2>"$d/mt.err"
+rc=$?
+n=$("$DUMP" "$d/t.ctf" 2>/dev/null | grep -c 'leak_site\|handle_request')
+if [ $rc = 0 ] && ! grep -q "statically linked" "$d/mt.err" && [ "${n:-0}" -gt 0 ]
+then pass inject_ldso_prog_started_traced
+else fail inject_ldso_prog_started_traced "exit $rc, $n samples at the sites: $(grep -m2 'error\|cannot' "$d/mt.err" | tr '\n' ' ')"; fi
 
 # ---- killed: the sampler lets go by itself
 ok=0 details=""

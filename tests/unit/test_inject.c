@@ -369,11 +369,20 @@ static void test_refusals(const char *exe, const char *static_exe, const char *n
 	uint16_t em_aarch64 = 183;
 	bool patched = fd >= 0 && pwrite(fd, &em_aarch64, 2, 18) == 2; /* e_machine */
 	if (fd >= 0) close(fd);
-	int rc = inject_check_exe(getpid(), fake, err, sizeof(err));
+	int rc = inject_check_exe(getpid(), fake, false, err, sizeof(err));
 	CHECKF("inject_refuses_foreign_arch", patched && rc != 0 && strstr(err, "x86-64"),
 	       "rc %d: %s", rc, err);
-	rc = inject_check_exe(getpid(), exe, err, sizeof(err));
+	rc = inject_check_exe(getpid(), exe, false, err, sizeof(err));
 	CHECKF("inject_accepts_dynamic_x86_64", rc == 0, "%s", err);
+	/* `ld.so PROG` (issue 47): the dynamic linker as the executable is no static program;
+	 * running, it has loaded one; started by us, its entry point comes before any library */
+	const char *ldso = "/lib64/ld-linux-x86-64.so.2";
+	rc = inject_check_exe(getpid(), ldso, false, err, sizeof(err));
+	CHECKF("inject_ldso_started_said", rc != 0 && strstr(err, "the dynamic linker itself") &&
+	       !strstr(err, "statically linked"), "rc %d: %s", rc, err);
+	rc = inject_check_exe(getpid(), ldso, true, err, sizeof(err));
+	CHECKF("inject_ldso_running_said", rc != 0 && strstr(err, "the dynamic linker itself"),
+	       "rc %d: %s", rc, err);
 }
 
 int main(int argc, char **argv)

@@ -116,8 +116,13 @@ static int setup_command(struct targets *ts, struct spawned *sp)
 		      err);
 	if (!realpath(sp->exe, t->exe)) snprintf(t->exe, sizeof t->exe, "%s", sp->exe);
 	target_program_name(t->pid, ts->o->cmd[0], t->exe, t->name, sizeof t->name);
-	if (psites_for_exec(sp->exe, t->pid, &t->sites, err, sizeof err) < 0) {
-		msg_error("cannot find the allocator of '%s': %s", sp->exe, err);
+	/* `ld.so PROG` (issue 47): the allocator is the one PROG's libraries bring, which ld.so
+	 * alone has none of */
+	char prog[4096];
+	const char *sites_of = target_ldso_program(sp->exe, ts->o->cmd, prog, sizeof prog) ? prog
+												 : sp->exe;
+	if (psites_for_exec(sites_of, t->pid, &t->sites, err, sizeof err) < 0) {
+		msg_error("cannot find the allocator of '%s': %s", sites_of, err);
 		return 1;
 	}
 	return 0;

@@ -471,15 +471,18 @@ void inject_agent_close(struct inject_agent *a)
 {
 	if (!a) return;
 	if (a->region && !a->busy && kill(a->pid, 0) == 0) {
-		/* our job threads exit right after their last word: gone within a moment */
-		for (int i = 0; a->single_flag[0] && i < 500 && thread_count(a->pid) > 1; i++)
+		/* our job threads exit right after their last word: gone within a moment (a short
+		 * wait: the end of every session waits on this close) */
+		for (int i = 0; a->single_flag[0] && i < 100 && thread_count(a->pid) > 1; i++)
 			usleep(2000);
 		struct stub_job j = {.op = AGENT_STUB_MUNMAP, .a0 = a->region, .a1 = REGION_BYTES,
 				     .single_back = a->single_flag[0] && thread_count(a->pid) == 1};
 		char e[256];
 		/* the single-thread mode only at a safe moment (a thread stopped between calloc's
-		 * two looks at it would keep the arena's lock); the region goes in any case */
-		if (!j.single_back || run_stub(a, &j, a->safe, 2000, NULL, e, sizeof e) != 0) {
+		 * two looks at it would keep the arena's lock), looked for 300 ms at most: a
+		 * process that lives in libc (a fork loop) keeps the mode glibc left; the region
+		 * goes in any case */
+		if (!j.single_back || run_stub(a, &j, a->safe, 300, NULL, e, sizeof e) != 0) {
 			j.single_back = false;
 			run_stub(a, &j, NULL, 2000, NULL, e, sizeof e);
 		}

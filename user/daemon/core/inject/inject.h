@@ -90,8 +90,9 @@ int inject_redirect(pid_t pid, uint64_t entry, inject_safe_fn safe, void *safe_c
  * already traced (TracerPid), seccomp (Seccomp: 1 or 2), stopped, a static or non-x86-64
  * executable. */
 int inject_check_target(pid_t pid, char *err, size_t errlen);
-/* Is the ELF file at path an x86-64 program with a dynamic linker (PT_INTERP)? */
-int inject_check_exe(pid_t pid, const char *path, char *err, size_t errlen);
+/* Is the ELF file at path an x86-64 program with a dynamic linker (PT_INTERP)? (running: pid
+ * runs it already, else it is about to) */
+int inject_check_exe(pid_t pid, const char *path, bool running, char *err, size_t errlen);
 /* Would an attach leave pid enough of its RLIMIT_AS (inject_int.h: what it takes)? 0 if so
  * or unlimited; -1 with the numbers in err. */
 int inject_check_address_space(pid_t pid, char *err, size_t errlen);

@@ -23,7 +23,21 @@ static bool is_script(const char *path)
 	return yes;
 }
 
-int inject_check_exe(pid_t pid, const char *path, char *err, size_t errlen)
+/* Is the executable the dynamic linker itself (a program started as `ld.so PROG`)? By its
+ * name, as ld.so is named: ld-linux-x86-64.so.2, a bundled ld-2.31.so, ld.so. */
+static bool is_dynamic_linker(pid_t pid, const char *path)
+{
+	char name[4096];
+	ssize_t n = strncmp(path, "/proc/", 6) == 0 ? door_proc_readlink(pid, "exe", name, sizeof name - 1)
+						    : -1;
+	if (n > 0) name[n] = 0;
+	else snprintf(name, sizeof name, "%s", path);
+	const char *base = strrchr(name, '/');
+	base = base ? base + 1 : name;
+	return (strncmp(base, "ld-", 3) == 0 || strncmp(base, "ld.so", 5) == 0) && strstr(base, ".so");
+}
+
+int inject_check_exe(pid_t pid, const char *path, bool running, char *err, size_t errlen)
 {
 	struct elf_facts f;
 	char oerr[512];
@@ -37,6 +51,17 @@ int inject_check_exe(pid_t pid, const char *path, char *err, size_t errlen)
 		else
 			inject_err(err, errlen, "%s is not an x86-64 ELF program (%s): the sampler's "
 				   "code is x86-64", path, oerr);
+		return -1;
+	}
+	if (!f.has_interp && is_dynamic_linker(pid, path)) {
+		/* `ld.so PROG` (issue 47), said as what it is (it was "statically linked"). Started
+		 * by us, the entry point where the sampler would go is ld.so's own, before any
+		 * library is there; running, the agent finds the link map through the executable's
+		 * DT_DEBUG, which ld.so's own dynamic section lacks (its _r_debug: not done yet) */
+		inject_err(err, errlen, "%s is the dynamic linker itself (a program started as `ld.so "
+			   "PROG`): the sampler cannot be placed %s; the program is traced with uprobes",
+			   path, running ? "into it yet" : "at ld.so's entry point, before the program "
+			   "and its libraries are loaded");
 		return -1;
 	}
 	if (!f.has_interp) {
@@ -147,7 +172,7 @@ int inject_check_target(pid_t pid, char *err, size_t errlen)
 		           strerror(errno));
 		return -1;
 	}
-	return inject_check_exe(pid, exe, err, errlen);
+	return inject_check_exe(pid, exe, true, err, errlen);
 }
 
 /* System calls that return a bare -EINTR when the thread is merely woken (signal_pending

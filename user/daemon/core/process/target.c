@@ -276,3 +276,27 @@ void target_program_name(pid_t pid, const char *argv0, const char *exe, char *bu
 	if (!*name || !*exe || strcmp(name, base) == 0) snprintf(buf, len, "%s", exe);
 	else snprintf(buf, len, "%.200s (%.3800s)", name, exe);
 }
+
+/* ld.so's options that take a value (ld.so --help, glibc 2.36) */
+static const char *const ldso_value_options[] = {"--library-path", "--glibc-hwcaps-prefix",
+	"--glibc-hwcaps-mask", "--inhibit-rpath", "--audit", "--preload", "--argv0", NULL};
+
+bool target_ldso_program(const char *exe, char *const argv[], char *prog, size_t len)
+{
+	const char *base = strrchr(exe, '/');
+	base = base ? base + 1 : exe;
+	if (!((strncmp(base, "ld-", 3) == 0 || strncmp(base, "ld.so", 5) == 0) && strstr(base, ".so")))
+		return false;
+	for (int i = 1; argv[0] && argv[i]; i++) {
+		if (strncmp(argv[i], "--", 2) != 0) {
+			snprintf(prog, len, "%s", argv[i]);
+			return true;
+		}
+		for (int k = 0; ldso_value_options[k]; k++)
+			if (strcmp(argv[i], ldso_value_options[k]) == 0 && argv[i + 1]) {
+				i++;
+				break;
+			}
+	}
+	return false;
+}

@@ -62,7 +62,7 @@ static int use_uprobes(const struct cli_opts *o, pid_t pid, const char *why)
  * static program, a tight RLIMIT_AS), checked now, while uprobes can still trace it. */
 static int spawned_can_take_sampler(pid_t pid, const char *exe, char *why, size_t whylen)
 {
-	if (exe && exe[0] && inject_check_exe(pid, exe, why, whylen) != 0) return -1;
+	if (exe && exe[0] && inject_check_exe(pid, exe, false, why, whylen) != 0) return -1;
 	return inject_check_address_space(pid, why, whylen);
 }
 

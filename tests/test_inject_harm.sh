@@ -40,6 +40,13 @@ fi
 
 # progress DIR: the rounds the target counted so far
 progress() { cat "$1/progress" 2>/dev/null || echo 0; }
+# end_target DIR PID: a target told to stop (DIR/stop), given 5 s, then killed; reaped
+end_target() {
+	touch "$1/stop"
+	for _ in $(seq 50); do kill -0 "$2" 2>/dev/null || break; sleep 0.1; done
+	kill -9 "$2" 2>/dev/null
+	wait "$2" 2>/dev/null
+}
 
 # ---- setxid: 5 fresh targets, each attached with the sampler for 1 s and let go
 hung=0 placed=0 details=""
@@ -60,10 +67,7 @@ for i in 1 2 3 4 5; do
 		hung=$((hung + 1))
 		details="$details target $i: rounds $a then $b, memtraced exit $rc: $(tail -n 1 "$d/mt.err");"
 	fi
-	touch "$d/stop"
-	for _ in $(seq 50); do kill -0 "$t" 2>/dev/null || break; sleep 0.1; done
-	kill -9 "$t" 2>/dev/null
-	wait "$t" 2>/dev/null
+	end_target "$d" "$t"
 done
 if [ "$hung" = 0 ]; then pass inject_setxid_daemon_runs_on
 else fail inject_setxid_daemon_runs_on "$hung of 5 stopped:$details"; fi
@@ -92,10 +96,7 @@ for i in 1 2 3 4 5; do
 	after=$(ask_mode "$d")
 	if [ "$before" = "single=1 libc=1 tcb=0 threads=1" ] && [ "$after" = "$before" ]; then same=$((same + 1))
 	else details="$details target $i: before '$before', after '$after' (memtraced exit $rc);"; fi
-	touch "$d/stop"
-	for _ in $(seq 50); do kill -0 "$t" 2>/dev/null || break; sleep 0.1; done
-	kill -9 "$t" 2>/dev/null
-	wait "$t" 2>/dev/null
+	end_target "$d" "$t"
 done
 if [ "$same" = 5 ]; then pass inject_single_thread_mode_kept
 else fail inject_single_thread_mode_kept "$same of 5 as before:$details"; fi

@@ -12,6 +12,7 @@
 #include "protocol/facts.h"
 #include "inject_int.h"
 #include "parser/parser.h"
+#include "process/target.h"
 
 /* Does the file at path start with "#!"? (read through the door: a target's file) */
 static bool is_script(const char *path)
@@ -23,18 +24,15 @@ static bool is_script(const char *path)
 	return yes;
 }
 
-/* Is the executable the dynamic linker itself (a program started as `ld.so PROG`)? By its
- * name, as ld.so is named: ld-linux-x86-64.so.2, a bundled ld-2.31.so, ld.so. */
+/* Is the executable the dynamic linker itself (a program started as `ld.so PROG`)? path may
+ * be /proc/PID/exe: named by the file it leads to. */
 static bool is_dynamic_linker(pid_t pid, const char *path)
 {
 	char name[4096];
 	ssize_t n = strncmp(path, "/proc/", 6) == 0 ? door_proc_readlink(pid, "exe", name, sizeof name - 1)
 						    : -1;
 	if (n > 0) name[n] = 0;
-	else snprintf(name, sizeof name, "%s", path);
-	const char *base = strrchr(name, '/');
-	base = base ? base + 1 : name;
-	return (strncmp(base, "ld-", 3) == 0 || strncmp(base, "ld.so", 5) == 0) && strstr(base, ".so");
+	return target_is_ldso(n > 0 ? name : path);
 }
 
 int inject_check_exe(pid_t pid, const char *path, bool running, char *err, size_t errlen)

@@ -281,12 +281,16 @@ void target_program_name(pid_t pid, const char *argv0, const char *exe, char *bu
 static const char *const ldso_value_options[] = {"--library-path", "--glibc-hwcaps-prefix",
 	"--glibc-hwcaps-mask", "--inhibit-rpath", "--audit", "--preload", "--argv0", NULL};
 
-bool target_ldso_program(const char *exe, char *const argv[], char *prog, size_t len)
+bool target_is_ldso(const char *exe)
 {
 	const char *base = strrchr(exe, '/');
 	base = base ? base + 1 : exe;
-	if (!((strncmp(base, "ld-", 3) == 0 || strncmp(base, "ld.so", 5) == 0) && strstr(base, ".so")))
-		return false;
+	return (strncmp(base, "ld-", 3) == 0 || strncmp(base, "ld.so", 5) == 0) && strstr(base, ".so");
+}
+
+bool target_ldso_program(const char *exe, char *const argv[], char *prog, size_t len)
+{
+	if (!target_is_ldso(exe)) return false;
 	for (int i = 1; argv[0] && argv[i]; i++) {
 		if (strncmp(argv[i], "--", 2) != 0) {
 			snprintf(prog, len, "%s", argv[i]);

@@ -37,9 +37,12 @@ int target_spawn(char *const argv[], struct spawned *sp, int *status_hint, char 
 int target_release(struct spawned *sp, char *err, size_t errlen);
 /* Kills and reaps a child that was never released. */
 void target_abort(struct spawned *sp);
-/* `ld.so [OPTIONS] PROGRAM ...`: is exe the dynamic linker (by its name, as ld.so is named)?
- * Then the program it will load, argv's first word after ld.so's options, into prog (as
- * given: ld.so opens it from the working directory). false otherwise. */
+/* Is exe (a path) the dynamic linker, by its name as ld.so is named (ld-linux-x86-64.so.2, a
+ * bundled ld-2.31.so, ld.so)? */
+bool target_is_ldso(const char *exe);
+/* `ld.so [OPTIONS] PROGRAM ...`: is exe the dynamic linker? Then the program it will load,
+ * argv's first word after ld.so's options, into prog (as given: ld.so opens it from the
+ * working directory). false otherwise. */
 bool target_ldso_program(const char *exe, char *const argv[], char *prog, size_t len);
 
 /* A pidfd that becomes readable when pid exits (works for non-children), or -1. */

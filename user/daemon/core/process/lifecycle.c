@@ -1,6 +1,7 @@
 /* The lifecycle watcher (see lifecycle.h): BPF events, or the /proc fallback. */
 #include "lifecycle.h"
 #include "door/door.h"
+#include "target.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -245,6 +246,10 @@ static int attach_dl(struct lifecycle *lc, struct watched *w, char *note, size_t
 			 "for PID %d", ldso, strerror(e), (int)w->pid);
 out:
 	if (pfd >= 0) close(pfd);
+	/* a process that is gone follows no dlopen: nothing to say (a fork loop's children, each
+	 * gone before its probe, said a line each) */
+	char gone[160];
+	if (notelen && note[0] && target_check_pid(w->pid, gone, sizeof gone) != 0) note[0] = 0;
 	return 0;
 }
 

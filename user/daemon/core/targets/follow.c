@@ -281,7 +281,7 @@ static void follow_fork(struct targets *ts, pid_t parent, pid_t child)
 		tracer_close(n->attached);
 		n->attached = NULL;
 		target_release_outputs(ts, n, true);
-		n->ok = true; /* a child gone at once is no failure of ours */
+		targets_forget(ts, n); /* a child gone at once is no failure of ours */
 		lifecycle_unwatch(ts->lc, child);
 		return;
 	}

@@ -35,6 +35,17 @@ struct target *targets_add(struct targets *ts, pid_t pid)
 	return t;
 }
 
+void targets_forget(struct targets *ts, struct target *t)
+{
+	for (int i = ts->n - 1; i >= 0; i--) {
+		if (ts->t[i] != t) continue;
+		memmove(&ts->t[i], &ts->t[i + 1], (size_t)(ts->n - i - 1) * sizeof ts->t[0]);
+		ts->n--;
+		free(t);
+		return;
+	}
+}
+
 int targets_count_active(const struct targets *ts)
 {
 	int n = 0;

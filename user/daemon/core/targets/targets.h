@@ -88,6 +88,9 @@ enum finish_why { FINISH_EXIT, FINISH_SIGNAL, FINISH_DURATION, FINISH_QUIT, FINI
 
 /* A new target for pid (-1: not known yet), NULL when out of memory. */
 struct target *targets_add(struct targets *ts, pid_t pid);
+/* Takes t, which never became active (its outputs released), out of ts and frees it at once:
+ * a fork loop's children that cannot be followed must not pile up until the loop's next turn. */
+void targets_forget(struct targets *ts, struct target *t);
 int targets_count_active(const struct targets *ts);
 struct target *targets_find_active(const struct targets *ts, pid_t pid);
 /* Frees the finished targets; *all_ok collects whether their traces were written completely. */

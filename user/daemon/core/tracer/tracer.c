@@ -207,8 +207,12 @@ int tracer_attach(struct tracer *t, const struct alloc_sites *sites, char *err, 
 static int attach_usdt_probe(struct tracer *t, struct bpf_program *prog, const char *path,
                              const char *name, char *err, size_t errlen)
 {
+	host_usdt_lock(t);
 	struct bpf_link *l = bpf_program__attach_usdt(prog, t->pid, path, TRACER_USDT_PROVIDER,
 	                                              name, NULL);
+	int e = errno;
+	host_usdt_unlock(t);
+	errno = e;
 	if (!l) {
 		snprintf(err, errlen, "cannot attach to the USDT probe %s:%s in %s for pid %d: %s",
 		         TRACER_USDT_PROVIDER, name, path, (int)t->pid, strerror(errno));
@@ -345,8 +349,11 @@ void tracer_detach(struct tracer *t)
 	for (int i = 0; i < t->nlink_fds; i++)
 		close(t->link_fds[i]);
 	t->nlink_fds = 0;
+	bool usdt = t->mode == TRACER_MODE_USDT && t->nlinks;
+	if (usdt) host_usdt_lock(t); /* the links give their spec ids back to the host's manager */
 	for (int i = 0; i < t->nlinks; i++)
 		bpf_link__destroy(t->links[i]);
+	if (usdt) host_usdt_unlock(t);
 	t->nlinks = 0;
 }
 

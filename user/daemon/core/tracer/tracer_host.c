@@ -46,6 +46,11 @@ struct tracer_host {
 	int nused;                         /* slots taken (under hosts_lock) */
 	/* under lock: who holds each slot, the generation handed out last */
 	pthread_mutex_t lock;
+	/* libbpf's USDT manager (one per bpf_object: the spec ids handed out and given back) has
+	 * no lock of its own: every USDT attach and USDT link destroy on this host holds this one.
+	 * A child's tracer closed on a thread of its own (tracer_close_later) while the main
+	 * thread attached another child's corrupted the heap ("realloc(): invalid next size"). */
+	pthread_mutex_t usdt_lock;
 	struct tracer *holder[MT_MAX_SLOTS];
 	uint32_t owner[MT_MAX_SLOTS];
 	uint16_t gen[MT_MAX_SLOTS];
@@ -323,6 +328,7 @@ static void destroy(struct tracer_host *h)
 	if (h->kick_fd >= 0) close(h->kick_fd);
 	memtraced_bpf__destroy(h->skel);
 	pthread_mutex_destroy(&h->lock);
+	pthread_mutex_destroy(&h->usdt_lock);
 	pthread_cond_destroy(&h->passed_cond);
 	free(h);
 }
@@ -337,6 +343,7 @@ static struct tracer_host *create(const struct host_key *k, char *err, size_t er
 	h->key = *k;
 	h->epfd = h->kick_fd = -1;
 	pthread_mutex_init(&h->lock, NULL);
+	pthread_mutex_init(&h->usdt_lock, NULL);
 	pthread_cond_init(&h->passed_cond, NULL);
 	h->mode = k->mode; /* chosen by probing the kernel (tracer_load): no quiet fallback */
 	h->skel = load(k, h->mode, err, errlen);
@@ -589,6 +596,16 @@ int host_sync(struct tracer *t)
 		rc = pthread_cond_timedwait(&h->passed_cond, &h->lock, &until);
 	pthread_mutex_unlock(&h->lock);
 	return rc == 0 ? 0 : -1;
+}
+
+void host_usdt_lock(struct tracer *t)
+{
+	if (t->host) pthread_mutex_lock(&t->host->usdt_lock);
+}
+
+void host_usdt_unlock(struct tracer *t)
+{
+	if (t->host) pthread_mutex_unlock(&t->host->usdt_lock);
 }
 
 struct memtraced_bpf *host_skel(struct tracer *t)

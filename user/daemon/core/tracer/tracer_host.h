@@ -48,6 +48,10 @@ void host_unlock_delivery(struct tracer *t);
 /* Returns once every record written before the call is in its tracer's inbox. 0, or -1. */
 int host_sync(struct tracer *t);
 struct memtraced_bpf *host_skel(struct tracer *t);
+/* Held around every libbpf USDT attach and USDT link destroy of t's host: libbpf's USDT
+ * manager is shared by the host's tracers and not thread-safe. */
+void host_usdt_lock(struct tracer *t);
+void host_usdt_unlock(struct tracer *t);
 double host_ring_fill(struct tracer *t);
 
 /* An inbox item: one record, as read from the ring buffer. */

@@ -35,8 +35,12 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include <bpf/usdt.bpf.h>
 #include "memtraced_events.h"
+/* Each USDT tracer's two links hold a spec id each, and a host has MT_MAX_SLOTS tracers: with
+ * libbpf's 256 the 129th sampler's attach would fail, and libbpf 1.1 then frees its list of free
+ * ids while still holding it (realloc to 0 bytes; fixed upstream in f1170803). */
+#define BPF_USDT_MAX_SPEC_CNT (2 * MT_MAX_SLOTS)
+#include <bpf/usdt.bpf.h>
 #include "python_frames.h"
 
 /* v, at most max, in a form every verifier sees: the compare is made in the register that is

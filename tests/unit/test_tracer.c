@@ -15,6 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
+#include <time.h>
+
 #include <bpf/bpf.h>
 
 #include "sites/allocsyms.h"
@@ -677,6 +680,39 @@ static void check_bad_opts(void)
 	tracer_close(t);
 }
 
+/* More samplers' tracers on one host than libbpf's default 256 USDT spec ids cover (two
+ * links each): every one attaches. With 256, the 129th failed, and libbpf 1.1 then freed its
+ * list of free ids while keeping it (a later attach or close corrupted the heap). */
+#define USDT_MANY 140
+static void check_usdt_many(const char *self)
+{
+	char rel[PATH_MAX], lib[PATH_MAX];
+	snprintf(rel, sizeof rel, "%s/../../lib/libmemtraced_sampler.so", self);
+	/* mapped, not started: libbpf finds the probes' addresses in our own mappings */
+	if (!realpath(rel, lib) || !dlopen(lib, RTLD_NOW | RTLD_LOCAL)) {
+		printf("FAIL tracer_usdt_many_on_one_host: cannot load %s: %s\n", rel, dlerror());
+		check_failures++;
+		return;
+	}
+	static struct tracer *ts[USDT_MANY];
+	struct tracer_opts o = { .no_mappings = true, .rate = 1e-3, .usdt = true };
+	char err[512] = "";
+	int attached = 0;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < USDT_MANY; i++) {
+		ts[i] = tracer_load(getpid(), &o, err, sizeof err);
+		if (!ts[i] || tracer_attach_usdt(ts[i], lib, err, sizeof err) != 0) break;
+		attached++;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	CHECKF("tracer_usdt_many_on_one_host", attached == USDT_MANY, "%d of %d attached: %s",
+	       attached, USDT_MANY, err);
+	for (int i = 0; i < USDT_MANY; i++) tracer_close(ts[i]);
+	printf("# %d USDT tracers attached in %.0f ms\n", attached,
+	       (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+}
+
 int main(void)
 {
 	char self[PATH_MAX - 64];
@@ -700,5 +736,6 @@ int main(void)
 	check_large_estimate();
 	check_nested_unsampled();
 	check_floor();
+	check_usdt_many(self);
 	return CHECK_DONE();
 }

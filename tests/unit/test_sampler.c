@@ -350,6 +350,35 @@ static void plugin(void)
 		jemalloc_api(h);
 }
 
+/* Allocation functions looked up with dlsym after the start lead to the wrappers (issue 47:
+ * 0 of 1000 calls through dlsym(RTLD_DEFAULT, "malloc") were seen); RTLD_NEXT (an interposer
+ * looking for the next malloc) and other names are left to the real dlsym. */
+static void dlsym_lookups(void)
+{
+	void *(*m)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "malloc");
+	SNAP();
+	void *p = m ? m(100) : NULL;
+	sink = p;
+	free(p);
+	CHECKF("sampler_dlsym_default_malloc_counted", m && in_sampler((uintptr_t)m) &&
+	       D(allocs_by_fn[MTS_MALLOC]) == 1 && D(frees_by_fn[MTS_FREE]) == 1,
+	       "malloc %p (in the sampler: %d), allocs %lu, frees %lu", (void *)m,
+	       m && in_sampler((uintptr_t)m), D(allocs_by_fn[MTS_MALLOC]), D(frees_by_fn[MTS_FREE]));
+	void *libc = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);
+	void *f = libc ? dlsym(libc, "free") : NULL;
+	void *v = dlvsym(RTLD_DEFAULT, "calloc", "GLIBC_2.2.5");
+	/* under jemalloc, libc's free and calloc@GLIBC_2.2.5 are not the functions the wrappers
+	 * call (jemalloc's): left as they are */
+	CHECKF("sampler_dlsym_handle_and_dlvsym_wrapped", f && v &&
+	       in_sampler((uintptr_t)f) == !jemalloc_run && in_sampler((uintptr_t)v) == !jemalloc_run,
+	       "free %p, calloc %p", f, v);
+	if (libc)
+		dlclose(libc);
+	void *next = dlsym(RTLD_NEXT, "malloc"), *pr = dlsym(RTLD_DEFAULT, "printf");
+	CHECKF("sampler_dlsym_next_and_others_untouched", next && !in_sampler((uintptr_t)next) &&
+	       pr == (void *)printf, "next malloc %p, printf %p (%p)", next, pr, (void *)printf);
+}
+
 /* jemalloc's *allocx API through the plugin's GOT (the test run with jemalloc preloaded). */
 static void jemalloc_api(void *h)
 {
@@ -725,6 +754,7 @@ int main(int argc, char **argv)
 	CHECK("sampler_block_from_before_start_no_free", D(sampled_frees) == 0 && D(usdt_frees) == 0);
 	threads();
 	plugin();
+	dlsym_lookups();
 	forked_child();
 	semaphore_zero();
 	sdt_notes();
@@ -741,6 +771,7 @@ int main(int argc, char **argv)
 	sink = p;
 	free(p);
 	CHECK("sampler_inert_after_stop", D(samples) == 0 && D(sampled_frees) == 0);
+	CHECK("sampler_dlsym_real_after_stop", !in_sampler((uintptr_t)dlsym(RTLD_DEFAULT, "malloc")));
 	n = sampler_start(0, MEMTRACED_SAMPLER_ALL_WORDS);
 	CHECKF("sampler_start_after_stop_repatches", n > 0 && in_sampler(*slot), "start %ld", n);
 	CHECKF("sampler_check_finds_no_slot_missed", ck && ck->walks > 0 && ck->checked > 0 &&

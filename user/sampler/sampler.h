@@ -22,7 +22,7 @@
 #define MEMTRACED_SAMPLER_LEASED 2UL    /* started by memtraced: it lapses (below) when no tracer
                                          * reads it; a program's own start does not */
 
-#define MEMTRACED_SAMPLER_VERSION 5
+#define MEMTRACED_SAMPLER_VERSION 6
 
 /* Started by memtraced (MEMTRACED_SAMPLER_LEASED), the sampler lives only while a tracer reads
  * it: with its alloc probe's semaphore 0
@@ -61,7 +61,7 @@ enum memtraced_sampler_fn {
 	MTS_DELETE_SIZED_ALIGNED, MTS_DELETE_ARRAY_SIZED_ALIGNED,
 	MTS_DELETE_ALIGNED_NOTHROW, MTS_DELETE_ARRAY_ALIGNED_NOTHROW,
 	MTS_MALLOCX, MTS_RALLOCX, MTS_XALLOCX, MTS_DALLOCX, MTS_SDALLOCX, MTS_REALLOCF,
-	MTS_DLOPEN,
+	MTS_DLOPEN, MTS_DLSYM, MTS_DLVSYM, /* not allocation functions: the loader's, wrapped */
 	MTS_FN_COUNT
 };
 

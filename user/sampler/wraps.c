@@ -18,7 +18,8 @@ DECL(mts_delete_array_aligned); DECL(mts_delete_sized_aligned);
 DECL(mts_delete_array_sized_aligned); DECL(mts_delete_aligned_nothrow);
 DECL(mts_delete_array_aligned_nothrow);
 DECL(mts_mallocx); DECL(mts_rallocx); DECL(mts_xallocx); DECL(mts_dallocx); DECL(mts_sdallocx);
-DECL(mts_reallocf); DECL(mts_dlopen);
+DECL(mts_reallocf); DECL(mts_dlopen); DECL(mts_dlsym); DECL(mts_dlvsym);
+extern void *mts_dlsym_real HIDDEN, *mts_dlvsym_real HIDDEN; /* dlsym_hook.c */
 
 struct real_fns mts_real;
 uintptr_t mts_canonical[MTS_FN_COUNT];
@@ -70,6 +71,8 @@ const struct wrap_entry mts_wraps[MTS_FN_COUNT] = {
 	W("sdallocx", mts_sdallocx, &mts_real.sdallocx, MTS_SDALLOCX),
 	W("reallocf", mts_reallocf, &mts_real.reallocf, MTS_REALLOCF),
 	W("dlopen", mts_dlopen, &mts_real.dlopen, MTS_DLOPEN),
+	W("dlsym", mts_dlsym, &mts_dlsym_real, MTS_DLSYM),
+	W("dlvsym", mts_dlvsym, &mts_dlvsym_real, MTS_DLVSYM),
 };
 
 /* Relocation names arrive by the thousand in a large library: a first-byte filter before any

@@ -12,7 +12,7 @@
 #include "sampler_check.h"
 
 #define SAMPLER_LIB_NAME "libmemtraced_sampler.so"
-#define SAMPLER_VERSION 5
+#define SAMPLER_VERSION 6 /* MEMTRACED_SAMPLER_VERSION of user/sampler/sampler.h (tests/test_layout.sh) */
 #define SAMPLER_FLAG_ALL_WORDS 1 /* MEMTRACED_SAMPLER_ALL_WORDS of user/sampler/sampler.h */
 #define SAMPLER_FLAG_LEASED 2    /* MEMTRACED_SAMPLER_LEASED */
 #define SAMPLER_STATS_OFF_CALLS 16 /* MEMTRACED_SAMPLER_STATS_OFF_CALLS */
@@ -36,6 +36,7 @@ struct sampler_ctl {
 	pid_t agent_stub_tid;   /* the thread that created its agent thread */
 	int claim_fd;           /* this session's claim of the process (claim.h), -1: none */
 	bool by_default;        /* placed because it is the default, not asked for by --inject */
+	int copies_said;        /* files mapped twice said so far (sampler_second_copies) */
 };
 
 /* The library memtraced places: $MEMTRACED_SAMPLER, else ../lib/libmemtraced_sampler.so next to
@@ -65,6 +66,10 @@ int sampler_read_check(const struct sampler_ctl *c, struct memtraced_sampler_che
 		       char *err, size_t errlen);
 /* The file mapped at addr in pid (for a missed slot), or "?" */
 void sampler_slot_object(pid_t pid, uint64_t addr, char *out, size_t outlen);
+/* The files pid maps twice from their start: each a copy loaded into another link-map
+ * namespace (dlmopen), whose objects call their own copy of the allocator, past every slot
+ * the sampler redirects. Their count; the first one's path in first. */
+int sampler_second_copies(pid_t pid, char *first, size_t firstlen);
 /* Puts the GOT back (a process that has exited: nothing to do, 0). */
 int sampler_stop(struct sampler_ctl *c, char *err, size_t errlen);
 /* Frees c and its agent (the agent's region unmapped when alive). NULL is allowed. */

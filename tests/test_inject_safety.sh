@@ -182,6 +182,24 @@ else fail inject_dlmopen_check_does_not_pass "exit $rc_a: $(grep -E 'GOT|error' 
 if [ $rc_t = 0 ] && grep -q '^result ok' "$dir/out"; then pass inject_dlmopen_target_unharmed
 else fail inject_dlmopen_target_unharmed "exit $rc_t: $(tail -n 2 "$dir/out" | tr '\n' ' ')"; fi
 
+# ... and one loaded after the placement (issue 47: nothing was said): said when the dlopen
+# watch sees it, the target unharmed
+dir=$TMP/dlmopen_later
+mkdir -p "$dir"
+"$TARGETS/inject_dlmopen" "$dir" "$TOP/$BUILD/tests/plugins/inject_plugin.so" later >"$dir/out" 2>&1 & tpid=$!
+for _ in $(seq 100); do grep -q '^waiting' "$dir/out" && break; sleep 0.05; done
+timeout 60 "$MT" -p $tpid --inject -d 4 -o "$dir/a.ctf" 2>"$dir/a.err" & mpid=$!
+for _ in $(seq 300); do grep -q 'tracing PID' "$dir/a.err" && break; sleep 0.05; done
+touch "$dir/go"
+wait $mpid; rc_a=$?
+touch "$dir/stop"; wait $tpid; rc_t=$?
+if [ $rc_a = 0 ] && grep -q "PID $tpid: a library was loaded with dlmopen into another link-map namespace (a second copy of .*libc" "$dir/a.err" &&
+	grep -q '^ready' "$dir/out"
+then pass inject_dlmopen_later_said
+else fail inject_dlmopen_later_said "exit $rc_a: $(grep -E 'dlmopen|error|GOT' "$dir/a.err" | head -3 | tr '\n' ' ')"; fi
+if [ $rc_t = 0 ] && grep -q '^result ok' "$dir/out"; then pass inject_dlmopen_later_target_unharmed
+else fail inject_dlmopen_later_target_unharmed "exit $rc_t: $(tail -n 2 "$dir/out" | tr '\n' ' ')"; fi
+
 
 # Messages that say what happened (issue 34): a process that gdb holds is "already traced by
 # pid N (gdb)", not "stopped: continue it (SIGCONT)".

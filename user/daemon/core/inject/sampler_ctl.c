@@ -302,6 +302,48 @@ int sampler_read_check(const struct sampler_ctl *c, struct memtraced_sampler_che
 	return 0;
 }
 
+int sampler_second_copies(pid_t pid, char *first, size_t firstlen)
+{
+	/* per file: its mappings from offset 0, and whether any maps code (a data file mapped
+	 * twice is no second namespace) */
+	enum { MAX_FILES = 1024 };
+	static struct { uint64_t dev, ino; int starts; bool code; char path[256]; } seen[MAX_FILES];
+	int nseen = 0, copies = 0; /* seen: main thread only */
+	char line[4400];
+	if (firstlen) first[0] = 0;
+	FILE *f = door_proc_fopen(pid, "maps");
+	if (!f) return 0;
+	while (fgets(line, sizeof line, f)) {
+		unsigned long long offset, ino;
+		unsigned maj, min;
+		char perms[8];
+		int path = 0;
+		if (sscanf(line, "%*x-%*x %7s %llx %x:%x %llu %n", perms, &offset, &maj, &min, &ino,
+			   &path) < 5 || !ino || !path)
+			continue;
+		uint64_t dev = ((uint64_t)maj << 32) | min;
+		int i = 0;
+		while (i < nseen && !(seen[i].dev == dev && seen[i].ino == ino)) i++;
+		if (i == nseen) {
+			if (nseen == MAX_FILES) continue;
+			line[strcspn(line, "\n")] = 0;
+			seen[nseen].dev = dev;
+			seen[nseen].ino = ino;
+			seen[nseen].starts = 0;
+			seen[nseen].code = false;
+			snprintf(seen[nseen++].path, sizeof seen[0].path, "%s", line + path);
+		}
+		seen[i].starts += offset == 0;
+		seen[i].code = seen[i].code || perms[2] == 'x';
+	}
+	fclose(f);
+	for (int i = 0; i < nseen; i++) {
+		if (seen[i].starts < 2 || !seen[i].code) continue;
+		if (copies++ == 0 && firstlen) snprintf(first, firstlen, "%s", seen[i].path);
+	}
+	return copies;
+}
+
 void sampler_slot_object(pid_t pid, uint64_t addr, char *out, size_t outlen)
 {
 	char line[4400];

@@ -405,6 +405,7 @@ static bool still_selected(struct targets *ts, struct target *t)
 static void follow_dlopen(struct target *t)
 {
 	t->dlopen_pending = false;
+	inject_mode_after_dlopen(t->sampler);
 	struct alloc_sites *added = malloc(sizeof *added);
 	char err[512] = "";
 	if (!added) return;

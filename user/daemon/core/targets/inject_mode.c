@@ -196,13 +196,29 @@ int inject_mode_start(struct sampler_ctl *ctl, const struct cli_opts *o, char *e
 	if (o->inject_default)
 		msg_info("PID %d: traced through the in-process sampler (the default: a few ns per "
 			 "allocation call; --inject=no traces with uprobes)", (int)ctl->pid);
+	/* a namespace there already is said by the check */
+	ctl->copies_said = sampler_second_copies(ctl->pid, NULL, 0);
 	return check_slots(ctl, o->inject == CLI_INJECT_REQUIRED, err, errlen);
+}
+
+void inject_mode_after_dlopen(struct sampler_ctl *ctl)
+{
+	if (!ctl || !ctl->started) return;
+	char first[4096];
+	int n = sampler_second_copies(ctl->pid, first, sizeof first);
+	if (n <= ctl->copies_said) return;
+	ctl->copies_said = n;
+	msg_warn("PID %d: a library was loaded with dlmopen into another link-map namespace (a "
+		 "second copy of %s): its objects call their own copy of the allocator, which the "
+		 "sampler does not see: their allocations are not traced (--inject=no traces them "
+		 "with uprobes)", (int)ctl->pid, first);
 }
 
 void inject_mode_stop(struct sampler_ctl *ctl, bool alive, struct session *s)
 {
 	if (!ctl) return;
 	char err[512] = "";
+	if (alive) inject_mode_after_dlopen(ctl); /* a dlmopen the dlopen watch did not see yet */
 	if (alive && sampler_stop(ctl, err, sizeof err) < 0)
 		msg_warn("PID %d: cannot put the GOT entries back (%s); the sampler stays inert "
 			 "without a tracer", (int)ctl->pid, err);

@@ -26,6 +26,10 @@ int inject_mode_prepare(const struct cli_opts *o, pid_t pid, bool spawned, const
 void inject_mode_at_entry(void *ctl, pid_t pid, long ptrace_options);
 /* The session is open: the sampler starts redirecting (says how many GOT entries). */
 int inject_mode_start(struct sampler_ctl *ctl, const struct cli_opts *o, char *err, size_t errlen);
+/* After a dlopen of a process the sampler traces, and at its stop: a library loaded with
+ * dlmopen into another link-map namespace since is said, once (its allocations never reach
+ * the sampler). */
+void inject_mode_after_dlopen(struct sampler_ctl *ctl);
 /* A forked child of a process whose sampler is started: it inherited the redirected GOT and
  * the sampler's state; the tracer of the library's probes for it, or NULL (uprobes then, with
  * a message). */

@@ -237,7 +237,8 @@ DEPS_TRACER := make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev libca
 DEPS_TEST   := g++ procps python3 python3.11 debuginfod gdb cargo rustc libclang-rt-14-dev chromium \
                golang-go nodejs tmux libjemalloc2 libjemalloc-dev libtcmalloc-minimal4 \
                libmimalloc2.0 python3-prometheus-client util-linux curl prometheus systemd \
-               qemu-system-x86 busybox-static cpio kmod nginx redis-server redis-tools postgresql-15
+               qemu-system-x86 busybox-static cpio kmod nginx redis-server redis-tools postgresql-15 \
+               libcap2-bin
 DEPS_BENCH  := bpfcc-tools python3-bpfcc linux-headers-amd64 heaptrack redis-server redis-tools linux-perf \
                time util-linux
 DEPS := $(DEPS_TRACER) $(DEPS_TEST)

@@ -199,3 +199,24 @@ echo "# window end ${end:-?} s, last allocation at ${last:-?} s"
 if awk -v e="${end:-0}" -v l="${last:-9}" 'BEGIN { exit !(e >= 1.4 && e < 5 && e > l + 0.001) }'
 then pass report_window_ends_with_tracing
 else fail report_window_ends_with_tracing "window end ${end:-?} s, last allocation ${last:-?} s"; fi
+
+# ---- a refusal names its true cause (issue 48): a kernel locked down for confidentiality (the
+# text of its lockdown file given by a test hook) and a memtraced without the capabilities to load BPF
+# are said as such (before: "the verifier: processed 84 insns", and "kernel lacks BPF ring
+# buffers (5.8+), BPF task storage (5.11+), ..." of a kernel that has them)
+MEMTRACED_TEST_LOCKDOWN="none integrity [confidentiality]" "$MT" --kernel-check >"$TMP/kc-lock.out" 2>&1; rc=$?
+if [ $rc = 1 ] && grep -q '^lockdown confidentiality$' "$TMP/kc-lock.out" &&
+	grep -q '^cannot trace: kernel .* is locked down (lockdown=confidentiality' "$TMP/kc-lock.out"
+then pass refusal_names_lockdown
+else fail refusal_names_lockdown "exit $rc: $(tail -n 2 "$TMP/kc-lock.out" | tr '\n' ' ')"; fi
+MEMTRACED_TEST_LOCKDOWN="[none] integrity confidentiality" "$MT" --kernel-check >"$TMP/kc-none.out" 2>&1; rc=$?
+check refusal_lockdown_none_traces test "$rc" = 0 -a "$(grep -c '^lockdown none$' "$TMP/kc-none.out")" = 1
+capsh --drop=cap_bpf,cap_perfmon,cap_sys_admin -- -c "'$MT' -- /bin/true" >"$TMP/nocap.out" 2>&1; rc=$?
+if [ $rc = 1 ] && grep -q 'memtraced lacks the capabilities to load BPF programs: it needs CAP_BPF and CAP_PERFMON' "$TMP/nocap.out" &&
+	! grep -q 'kernel .* lacks' "$TMP/nocap.out"
+then pass refusal_names_missing_capabilities
+else fail refusal_names_missing_capabilities "exit $rc: $(tail -n 2 "$TMP/nocap.out" | tr '\n' ' ')"; fi
+MEMTRACED_TEST_PTRACE_SCOPE=3 "$MT" -- /bin/true >"$TMP/scope3.out" 2>&1; rc=$?
+if [ $rc = 1 ] && grep -q "Yama's kernel.yama.ptrace_scope is 3: no process may trace another" "$TMP/scope3.out"
+then pass refusal_names_ptrace_scope_3
+else fail refusal_names_ptrace_scope_3 "exit $rc: $(tail -n 2 "$TMP/scope3.out" | tr '\n' ' ')"; fi

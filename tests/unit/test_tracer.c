@@ -24,7 +24,8 @@
 #include "check.h"
 #include "memtraced_events.h"
 #include "tracer/tracer.h"
-#include "tracer/tracer_internal.h" /* white box: the reconcile test removes live-map entries */
+#include "tracer/tracer_internal.h"
+#include "tracer/verifier_log.h" /* white box: the reconcile test removes live-map entries */
 
 static char workload[PATH_MAX];
 
@@ -713,6 +714,27 @@ static void check_usdt_many(const char *self)
 	       (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
 }
 
+/* A refused load says the verifier's reason, not the statistics that end its log (issue 48:
+ * under lockdown=confidentiality, "the verifier: processed 84 insns"). */
+static void check_verifier_reason(void)
+{
+	const char *log = "libbpf: prog 'bpf_usdt_arg_cnt': BPF program load failed: Invalid argument\n"
+			  "libbpf: prog 'bpf_usdt_arg_cnt': -- BEGIN PROG LOAD LOG --\n"
+			  "0: R1=ctx(off=0,imm=0) R10=fp0\n"
+			  "; int bpf_usdt_arg_cnt(struct pt_regs *ctx)\n"
+			  "5: (85) call bpf_probe_read_kernel#113\n"
+			  "unknown func bpf_probe_read_kernel#113\n"
+			  "processed 84 insns (limit 1000000) max_states_per_insn 0 total_states 5 "
+			  "peak_states 5 mark_read 2\n"
+			  "-- END PROG LOAD LOG --\n";
+	char why[200];
+	verifier_reason(log, why, sizeof why);
+	CHECKF("tracer_verifier_reason_not_statistics",
+	       strcmp(why, "unknown func bpf_probe_read_kernel#113") == 0, "got \"%s\"", why);
+	verifier_reason("processed 3 insns\n-- END PROG LOAD LOG --\n", why, sizeof why);
+	CHECKF("tracer_verifier_reason_none", why[0] == 0, "got \"%s\"", why);
+}
+
 int main(void)
 {
 	char self[PATH_MAX - 64];
@@ -725,6 +747,7 @@ int main(void)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
 	check_bad_opts();
+	check_verifier_reason();
 	if (!can_run("tracer_bpf"))
 		return CHECK_DONE();
 	check_basic(false);

@@ -460,6 +460,10 @@ static int kernel_check(void)
 	};
 	for (size_t i = 0; i < sizeof feats / sizeof feats[0]; i++)
 		printf("feature %s %s\n", feats[i].name, feats[i].have ? "yes" : "no");
+	printf("feature probe_read_kernel %s\n", f->probe_read_kernel ? "yes" : "no");
+	printf("lockdown %s\n", f->lockdown[0] ? f->lockdown : "unknown");
+	printf("capabilities to load BPF %s\n", f->bpf_capable ? "yes" : "no");
+	printf("ptrace_scope %d\n", f->ptrace_scope);
 	char buf[512];
 	enum tracer_mode mode;
 	if (kernel_attach_mode(kernel_attach(), &mode, buf, sizeof buf) < 0) {

@@ -5,8 +5,11 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
+#include <linux/capability.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -49,6 +52,51 @@ static bool has_helper(enum bpf_func_id id)
 	return libbpf_probe_bpf_helper(BPF_PROG_TYPE_KPROBE, id, NULL) == 1;
 }
 
+void kernel_lockdown_level(const char *text, char *out, size_t outlen)
+{
+	const char *b = strchr(text, '['), *e = b ? strchr(b, ']') : NULL;
+	snprintf(out, outlen, "%.*s", b && e ? (int)(e - b - 1) : 0, b ? b + 1 : "");
+}
+
+/* What the kernel's lockdown file says (the kernel's own, not a target's); a test may give the
+ * file's text instead (MEMTRACED_TEST_LOCKDOWN, e.g. "none integrity [confidentiality]"). */
+static void read_lockdown(char *out, size_t outlen)
+{
+	char text[128] = "";
+	const char *test = getenv("MEMTRACED_TEST_LOCKDOWN");
+	FILE *f = test ? NULL : fopen("/sys/kernel/security/lockdown", "re");
+	if (test) snprintf(text, sizeof text, "%s", test);
+	if (f) {
+		if (!fgets(text, sizeof text, f)) text[0] = 0;
+		fclose(f);
+	}
+	kernel_lockdown_level(text, out, outlen);
+}
+
+/* Yama's ptrace scope (the kernel's own file); MEMTRACED_TEST_PTRACE_SCOPE gives it (tests). */
+static int read_ptrace_scope(void)
+{
+	const char *test = getenv("MEMTRACED_TEST_PTRACE_SCOPE");
+	if (test) return atoi(test);
+	FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
+	int scope = -1;
+	if (f) {
+		if (fscanf(f, "%d", &scope) != 1) scope = -1;
+		fclose(f);
+	}
+	return scope;
+}
+
+static bool bpf_capable(void)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2] = {0};
+	if (syscall(SYS_capget, &h, d) != 0) return true; /* cannot tell: the loads will */
+	uint64_t eff = (uint64_t)d[1].effective << 32 | d[0].effective;
+	const uint64_t bpf = 1ULL << 39, perfmon = 1ULL << 38, sys_admin = 1ULL << CAP_SYS_ADMIN;
+	return (eff & sys_admin) || ((eff & bpf) && (eff & perfmon));
+}
+
 static void probe(void)
 {
 	struct utsname u;
@@ -65,7 +113,11 @@ static void probe(void)
 	feats.find_vma = has_helper(BPF_FUNC_find_vma);
 	feats.uprobe_multi = has_link_type(UPROBE_ATTACH_MULTI);
 	feats.uprobe_session = feats.uprobe_multi && has_link_type(UPROBE_ATTACH_SESSION);
+	feats.probe_read_kernel = has_helper(BPF_FUNC_probe_read_kernel);
 	libbpf_set_print(old);
+	feats.bpf_capable = bpf_capable();
+	read_lockdown(feats.lockdown, sizeof feats.lockdown);
+	feats.ptrace_scope = read_ptrace_scope();
 	/* A flag of a seccomp ioctl cannot be tried without a notification to answer: by version */
 	feats.seccomp_addfd_send = feats.major > 5 || (feats.major == 5 && feats.minor >= 14);
 }
@@ -111,6 +163,28 @@ bool kernel_lacks(char *buf, size_t len)
 		{f->bpf_loop, "bpf_loop (5.17+)"},
 		{f->find_vma, "bpf_find_vma (5.17+)"},
 	};
+	/* the true cause first: without the capabilities, or under lockdown, every probe below
+	 * reads as missing */
+	if (f->ptrace_scope >= 3) {
+		snprintf(buf, len, "Yama's kernel.yama.ptrace_scope is %d: no process may trace "
+			 "another, nor read its memory, root included; memtraced does both (it places its "
+			 "sampler with ptrace, its broker reads its parser's requests from its memory): "
+			 "it needs a scope of 2 or less, which takes a reboot once 3 is set", f->ptrace_scope);
+		return true;
+	}
+	if (!f->bpf_capable) {
+		snprintf(buf, len, "memtraced lacks the capabilities to load BPF programs: it needs "
+			 "CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN) besides CAP_SYS_PTRACE, or root with "
+			 "its capabilities (its effective set has none of them)");
+		return true;
+	}
+	if (!strcmp(f->lockdown, "confidentiality") || (f->ringbuf && !f->probe_read_kernel)) {
+		snprintf(buf, len, "kernel %s is locked down (lockdown=%s, /sys/kernel/security/"
+			 "lockdown): it withholds bpf_probe_read_kernel, which memtraced's BPF programs "
+			 "need; lockdown=integrity (what Secure Boot gives) allows them",
+			 f->release, f->lockdown[0] ? f->lockdown : "?");
+		return true;
+	}
 	size_t n = 0;
 	int missing = 0;
 	buf[0] = 0;

@@ -30,7 +30,16 @@ struct kernel_features {
 	bool uprobe_multi;         /* BPF_TRACE_UPROBE_MULTI links, 6.6 */
 	bool uprobe_session;       /* BPF_TRACE_UPROBE_SESSION links, 6.13 */
 	bool seccomp_addfd_send;   /* SECCOMP_ADDFD_FLAG_SEND, 5.14 (the parser's file broker) */
+	bool bpf_capable;          /* our effective capabilities load BPF tracing programs:
+	                            * CAP_SYS_ADMIN, or CAP_BPF with CAP_PERFMON */
+	char lockdown[24];         /* /sys/kernel/security/lockdown's selected level ("" unknown) */
+	bool probe_read_kernel;    /* bpf_probe_read_kernel (lockdown=confidentiality withholds it) */
+	int ptrace_scope;          /* Yama's kernel.yama.ptrace_scope, -1 without Yama */
 };
+
+/* The level selected in a lockdown file's text ("none integrity [confidentiality]"), into
+ * out; "" when none is marked. */
+void kernel_lockdown_level(const char *text, char *out, size_t outlen);
 
 /* Probed at the first call (thread-safe), the same answer after. Needs root for the BPF
  * parts; without it they read as missing. */

@@ -24,6 +24,7 @@
 #include "tracer_internal.h"
 #include "kernel_probe.h"
 #include "uprobe_link.h"
+#include "verifier_log.h"
 
 /* Records come without wakeups (but past a fill threshold): the ring is read every 20 ms while
  * they come, up to every 160 ms after passes that found none (idle processes cost ~0: the
@@ -156,15 +157,7 @@ static void load_failed(enum tracer_mode mode, int e, char *err, size_t errlen)
 	char prog[64] = "", last[200] = "", path[] = "/tmp/memtraced-bpf-load-XXXXXX.log";
 	const char *p = strstr(load_log, "prog '");
 	if (p) sscanf(p, "prog '%63[^']'", prog);
-	/* the verifier's verdict: the last line before libbpf's own "-- END PROG LOAD LOG --" */
-	const char *end = strstr(load_log, "-- END PROG LOAD LOG --");
-	if (end) {
-		const char *q = end;
-		while (q > load_log && q[-1] == '\n') q--;
-		const char *b = q;
-		while (b > load_log && b[-1] != '\n') b--;
-		snprintf(last, sizeof last, "%.*s", (int)(q - b), b);
-	}
+	verifier_reason(load_log, last, sizeof last); /* its reason, not its statistics */
 	int fd = mkstemps(path, 4);
 	bool saved = fd >= 0 && write(fd, load_log, load_log_len) == (ssize_t)load_log_len;
 	if (fd >= 0) close(fd);
